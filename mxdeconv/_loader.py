@@ -1,0 +1,35 @@
+"""Load the oneDNN extension, making libdnnl.so.3 findable first.
+
+The extension is linked against ``libdnnl.so.3`` from the ``onednn-cpu-gomp``
+wheel, which installs it under the environment's ``<prefix>/lib``.  A regular
+install finds it through the extension's ``$ORIGIN``-relative rpath; an
+editable install keeps the extension in the source tree, out of the rpath's
+reach, so the library is loaded here by its installed path, globally, before
+the extension asks for it by soname.  No environment variable is needed.
+"""
+from __future__ import annotations
+
+import ctypes
+from importlib import metadata
+from pathlib import Path
+from typing import Optional
+
+
+def _installed_libdnnl() -> Optional[Path]:
+    try:
+        dist = metadata.distribution("onednn-cpu-gomp")
+    except metadata.PackageNotFoundError:
+        return None
+    for entry in dist.files or ():
+        if entry.name == "libdnnl.so.3":
+            return Path(dist.locate_file(entry)).resolve()
+    return None
+
+
+def load_extension():
+    """Import and return ``mxdeconv._ops``; raise ImportError saying why not."""
+    library = _installed_libdnnl()
+    if library is not None and library.exists():
+        ctypes.CDLL(str(library), mode=ctypes.RTLD_GLOBAL)
+    from . import _ops
+    return _ops

@@ -1,0 +1,284 @@
+"""Deconvolution parameters and shape inference with MXNet 1.9.1's semantics.
+
+:class:`DeconvolutionParam` holds the operator's arguments, normalised the way
+MXNet's ``DeconvolutionParam`` is (empty ``stride``/``dilate`` become ones,
+empty ``pad``/``adj`` zeros).  :func:`infer_geometry` turns a parameter set and
+a data shape into everything an implementation needs: the effective left and
+right crop per spatial dimension, the output shape and the expected weight and
+bias shapes.  Every invalid combination raises :class:`~mxdeconv.MXNetError`
+naming the field and the values.
+"""
+from __future__ import annotations
+
+import functools
+import numbers
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Sequence, Tuple
+
+from .base import MXNetError
+
+Shape = Tuple[int, ...]
+
+#: The default (and only accepted) layout for each number of spatial dims.
+DEFAULT_LAYOUTS = {1: "NCW", 2: "NCHW", 3: "NCDHW"}
+#: MXNet's axis names in its ``adj`` messages, per number of spatial dims.
+_AXIS_NAMES = {1: ("x",), 2: ("y", "x"), 3: ("d", "h", "w")}
+# Accepted for compatibility with MXNet's signature; they only tune cuDNN or
+# MXNet's temporary-space planner and have no meaning here.
+_IGNORED_FIELDS = ("workspace", "cudnn_tune", "cudnn_off")
+_FIELDS = ("kernel", "stride", "dilate", "pad", "adj", "target_shape",
+           "num_filter", "num_group", "no_bias", "layout") + _IGNORED_FIELDS
+
+
+def _as_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer, got {value!r} "
+                        f"of type {type(value).__name__}")
+    return int(value)
+
+
+def _as_shape(name: str, value: Any) -> Shape:
+    """Accept an int, a tuple/list of ints or None (empty), like MXNet's TShape."""
+    if value is None:
+        return ()
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return (int(value),)
+    if isinstance(value, (tuple, list)):
+        return tuple(_as_int(f"{name}[{i}]", v) for i, v in enumerate(value))
+    raise TypeError(f"{name} must be a tuple of integers, got {value!r} "
+                    f"of type {type(value).__name__}")
+
+
+@dataclass(frozen=True)
+class DeconvolutionParam:
+    """The arguments of ``Deconvolution``, validated and normalised.
+
+    All shape-like fields are tuples with one entry per spatial dimension
+    (``target_shape`` may stay empty).  Build one with :meth:`from_kwargs`.
+
+    >>> p = DeconvolutionParam.from_kwargs(kernel=(3, 3), num_filter=8)
+    >>> p.stride, p.pad, p.no_bias
+    ((1, 1), (0, 0), True)
+    """
+
+    kernel: Shape
+    num_filter: int
+    stride: Shape
+    dilate: Shape
+    pad: Shape
+    adj: Shape
+    target_shape: Shape
+    num_group: int = 1
+    no_bias: bool = True
+    layout: str = "NCHW"
+
+    @property
+    def ndim(self) -> int:
+        """Number of spatial dimensions (1, 2 or 3)."""
+        return len(self.kernel)
+
+    @property
+    def uses_target_shape(self) -> bool:
+        """MXNet infers pad and adj from ``target_shape`` when any entry is non-zero."""
+        return any(self.target_shape)
+
+    def dilated_kernel(self, axis: int) -> int:
+        return self.dilate[axis] * (self.kernel[axis] - 1) + 1
+
+    @classmethod
+    def from_kwargs(cls, kernel: Any = None, num_filter: Any = None, *,
+                    stride: Any = (), dilate: Any = (), pad: Any = (),
+                    adj: Any = (), target_shape: Any = (), num_group: Any = 1,
+                    no_bias: Any = True, layout: Optional[str] = None,
+                    workspace: Any = 512, cudnn_tune: Any = None,
+                    cudnn_off: Any = False) -> "DeconvolutionParam":
+        """Validate MXNet-style keyword arguments and normalise them."""
+        del workspace, cudnn_tune, cudnn_off  # see _IGNORED_FIELDS
+        if kernel is None:
+            raise MXNetError("Required parameter kernel of Shape(tuple) is not presented")
+        if num_filter is None:
+            raise MXNetError("Required parameter num_filter of int is not presented")
+        kernel = _as_shape("kernel", kernel)
+        ndim = len(kernel)
+        if ndim not in DEFAULT_LAYOUTS:
+            raise MXNetError(f"kernel must have 1, 2 or 3 dimensions, got kernel={kernel}")
+        if any(k <= 0 for k in kernel):
+            raise MXNetError(f"incorrect kernel size: kernel={kernel}; every entry must be >= 1")
+
+        def per_dim(name: str, value: Any, default: int, minimum: int,
+                    allow_empty: bool = False) -> Shape:
+            shape = _as_shape(name, value)
+            if not shape:
+                return () if allow_empty else (default,) * ndim
+            if len(shape) != ndim:
+                raise MXNetError(
+                    f"{name} must have the same number of dimensions as kernel, "
+                    f"but kernel={kernel} while {name}={shape}")
+            if any(v < minimum for v in shape):
+                raise MXNetError(f"incorrect {name}: {name}={shape}; "
+                                 f"every entry must be >= {minimum}")
+            return shape
+
+        stride_t = per_dim("stride", stride, 1, 1)
+        dilate_t = per_dim("dilate", dilate, 1, 1)
+        pad_t = per_dim("pad", pad, 0, 0)
+        adj_t = per_dim("adj", adj, 0, 0)
+        target_t = per_dim("target_shape", target_shape, 0, 0, allow_empty=True)
+
+        num_filter = _as_int("num_filter", num_filter)
+        num_group = _as_int("num_group", num_group)
+        if num_filter < 1:
+            raise MXNetError(f"num_filter must be >= 1, got num_filter={num_filter}")
+        if num_group < 1:
+            raise MXNetError(f"num_group must be >= 1, got num_group={num_group}")
+        if num_filter % num_group:
+            raise MXNetError("output num_filter must divide group size: "
+                             f"num_filter={num_filter}, num_group={num_group}")
+        if not isinstance(no_bias, (bool, numbers.Integral)):
+            raise TypeError(f"no_bias must be a bool, got {no_bias!r}")
+
+        expected_layout = DEFAULT_LAYOUTS[ndim]
+        if layout is not None and layout != expected_layout:
+            raise MXNetError(
+                f"layout {layout!r} is not supported for a {ndim}-D deconvolution: "
+                f"only {expected_layout!r} (or None) is")
+        for axis, name in enumerate(_AXIS_NAMES[ndim]):
+            if not any(target_t) and adj_t[axis] >= stride_t[axis]:
+                raise MXNetError(
+                    f"adj({name}) must be samller than stride[{axis}]: "
+                    f"adj={adj_t}, stride={stride_t}")
+        return cls(kernel=kernel, num_filter=num_filter, stride=stride_t,
+                   dilate=dilate_t, pad=pad_t, adj=adj_t, target_shape=target_t,
+                   num_group=num_group, no_bias=bool(no_bias), layout=expected_layout)
+
+
+@dataclass(frozen=True)
+class DeconvGeometry:
+    """What one (parameters, data shape) pair means concretely.
+
+    ``pad_l`` is the crop at the start of each spatial dim and ``pad_r`` the
+    crop at its end (``pad - adj``; negative when ``adj > pad``, i.e. the
+    output is extended by zeros-in-the-input): exactly oneDNN's ``padding_l``
+    and ``padding_r``.
+    """
+
+    param: DeconvolutionParam
+    data_shape: Shape
+    out_shape: Shape
+    weight_shape: Shape
+    bias_shape: Optional[Shape]
+    pad_l: Shape
+    pad_r: Shape
+    adj: Shape
+
+    @property
+    def in_channels(self) -> int:
+        return self.data_shape[1]
+
+    @property
+    def spatial_in(self) -> Shape:
+        return self.data_shape[2:]
+
+    @property
+    def spatial_out(self) -> Shape:
+        return self.out_shape[2:]
+
+
+def _full_size(param: DeconvolutionParam, axis: int, size: int) -> int:
+    """Output length before any crop: every input pixel's full kernel footprint."""
+    return param.stride[axis] * (size - 1) + param.dilated_kernel(axis)
+
+
+@functools.lru_cache(maxsize=4096)
+def infer_geometry(param: DeconvolutionParam, data_shape: Shape) -> DeconvGeometry:
+    """Infer crops and shapes as MXNet's ``DeconvolutionShape`` does.
+
+    >>> p = DeconvolutionParam.from_kwargs(kernel=(4, 4), stride=(2, 2), pad=(1, 1),
+    ...                                    num_filter=3)
+    >>> infer_geometry(p, (1, 8, 5, 5)).out_shape
+    (1, 3, 10, 10)
+    """
+    ndim = param.ndim
+    if len(data_shape) != ndim + 2:
+        raise MXNetError(
+            f"data must have {ndim + 2} dimensions (N, C, {'spatial, ' * ndim}) for "
+            f"kernel={param.kernel}, got data shape {data_shape}")
+    if any(s < 0 for s in data_shape):
+        raise MXNetError(f"data shape must be non-negative, got {data_shape}")
+    batch, channels = data_shape[:2]
+    if channels == 0 or channels % param.num_group:
+        raise MXNetError("input num_filter must divide group size: data has "
+                         f"{channels} channels, num_group={param.num_group}")
+    spatial = data_shape[2:]
+    if any(s < 1 for s in spatial):
+        raise MXNetError(f"data spatial dims must be >= 1, got data shape {data_shape}")
+
+    if param.uses_target_shape:
+        pad, adj = [], []
+        for axis in range(ndim):
+            total = _full_size(param, axis, spatial[axis]) - param.target_shape[axis]
+            if total < 0:
+                raise MXNetError(
+                    f"too big target shape: target_shape={param.target_shape} but at "
+                    f"most {_full_size(param, axis, spatial[axis])} is reachable in "
+                    f"dim {axis} from data shape {data_shape}")
+            adj.append(total % 2)
+            pad.append((total + 1) // 2)
+        for axis, name in enumerate(_AXIS_NAMES[ndim]):
+            if adj[axis] >= param.stride[axis]:
+                raise MXNetError(
+                    f"adj({name}) must be samller than stride[{axis}]: target_shape="
+                    f"{param.target_shape} implies adj={tuple(adj)}, stride={param.stride}")
+        pad_t, adj_t = tuple(pad), tuple(adj)
+    else:
+        pad_t, adj_t = param.pad, param.adj
+
+    out_spatial = tuple(_full_size(param, a, spatial[a]) - 2 * pad_t[a] + adj_t[a]
+                        for a in range(ndim))
+    if any(o <= 0 for o in out_spatial):
+        raise MXNetError(
+            f"output size must be positive, got output spatial shape {out_spatial} from "
+            f"data shape {data_shape}, kernel={param.kernel}, stride={param.stride}, "
+            f"dilate={param.dilate}, pad={pad_t}, adj={adj_t}")
+    return DeconvGeometry(
+        param=param, data_shape=tuple(data_shape),
+        out_shape=(batch, param.num_filter) + out_spatial,
+        weight_shape=(channels, param.num_filter // param.num_group) + param.kernel,
+        bias_shape=None if param.no_bias else (param.num_filter,),
+        pad_l=pad_t, pad_r=tuple(p - a for p, a in zip(pad_t, adj_t)), adj=adj_t)
+
+
+_param_cache: dict = {}
+
+
+def parse_params(kwargs: Mapping[str, Any]) -> DeconvolutionParam:
+    """``DeconvolutionParam.from_kwargs`` with a cache for repeated calls.
+
+    Unknown keywords raise :class:`TypeError`, like a Python signature would.
+    """
+    try:
+        key = tuple(sorted(kwargs.items()))
+        hash(key)
+    except TypeError:  # a list somewhere: not cacheable, parse every time
+        key = None
+    else:
+        cached = _param_cache.get(key)
+        if cached is not None:
+            return cached
+    unknown = sorted(set(kwargs) - set(_FIELDS))
+    if unknown:
+        raise TypeError(f"Deconvolution got unexpected keyword argument(s) {unknown}; "
+                        f"accepted: {list(_FIELDS)}")
+    param = DeconvolutionParam.from_kwargs(**kwargs)
+    if key is not None:
+        if len(_param_cache) > 4096:
+            _param_cache.clear()
+        _param_cache[key] = param
+    return param
+
+
+def check_shape(name: str, given: Sequence[int], expected: Sequence[int]) -> None:
+    """Raise MXNet's shape-inconsistency error unless ``given == expected``."""
+    if tuple(given) != tuple(expected):
+        raise MXNetError(f"{name} shape mismatch: expected {tuple(expected)}, "
+                         f"got {tuple(given)}")

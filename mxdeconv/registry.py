@@ -1,0 +1,144 @@
+"""Operator registry: each operator has implementations tried in order.
+
+An implementation has a support check (MXNet's ``SupportMKLDNNDeconv``
+analogue) that returns ``None`` when it can run a call, or the reason it
+cannot.  Dispatch picks the first implementation that supports the call,
+unless one is forced with :func:`use_impl`, or the oneDNN path is switched
+off with :func:`set_onednn_enabled` / the environment variable
+``MXDECONV_ONEDNN=0`` (``MXNET_MKLDNN_ENABLED=0`` is honoured too).
+:func:`last_impl` tells which implementation ran the last call of this thread.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterator, List, Optional
+
+from .base import MXNetError
+
+ONEDNN, NUMPY = "onednn", "numpy"
+
+
+def _env_enabled() -> bool:
+    for name in ("MXDECONV_ONEDNN", "MXNET_MKLDNN_ENABLED"):
+        value = os.environ.get(name)
+        if value is not None and value.strip().lower() in ("0", "false", "off", "no"):
+            return False
+    return True
+
+
+_onednn_enabled = _env_enabled()
+_local = threading.local()
+
+
+@dataclass(frozen=True)
+class Implementation:
+    """One way to run an operator.
+
+    ``supports(call)`` returns None or a reason string; ``forward`` and
+    ``backward`` take the validated call.
+    """
+
+    name: str
+    supports: Callable[[Any], Optional[str]]
+    forward: Callable[..., Any]
+    backward: Callable[..., Any]
+
+
+class Operator:
+    """An operator name and its implementations in order of preference."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.implementations: List[Implementation] = []
+
+    def register(self, implementation: Implementation) -> None:
+        self.implementations.append(implementation)
+
+    def reasons(self, call: Any) -> Dict[str, Optional[str]]:
+        """For each implementation, None if it would run ``call``, else why not."""
+        result = {}
+        for impl in self.implementations:
+            if impl.name == ONEDNN and not _onednn_enabled:
+                result[impl.name] = ("the oneDNN path is disabled (set_onednn_enabled"
+                                     "(False) or MXDECONV_ONEDNN=0)")
+            else:
+                result[impl.name] = impl.supports(call)
+        return result
+
+    def select(self, call: Any) -> Implementation:
+        forced = getattr(_local, "forced", None)
+        for impl in self.implementations:
+            if forced is not None and impl.name != forced:
+                continue
+            reason = self.reasons(call)[impl.name] if forced is None else impl.supports(call)
+            if reason is None:
+                _local.last = impl.name
+                return impl
+            if forced is not None:
+                raise MXNetError(f"{self.name}: implementation {forced!r} was forced "
+                                 f"but cannot run this call: {reason}")
+        if forced is not None:
+            raise MXNetError(f"{self.name}: no implementation named {forced!r}; "
+                             f"known: {[i.name for i in self.implementations]}")
+        raise MXNetError(f"{self.name}: no implementation supports this call: "
+                         f"{self.reasons(call)}")
+
+    def explain(self, call: Any) -> str:
+        """Which implementation would run ``call``, and why the others would not."""
+        reasons = self.reasons(call)
+        chosen = next((n for n, r in reasons.items() if r is None), None)
+        lines = [f"{self.name}: {chosen or 'nothing'} would run"]
+        lines += [f"  {name}: {'supported' if reason is None else reason}"
+                  for name, reason in reasons.items()]
+        return "\n".join(lines)
+
+
+_operators: Dict[str, Operator] = {}
+
+
+def operator(name: str) -> Operator:
+    """The registered operator ``name`` (created empty on first use)."""
+    if name not in _operators:
+        _operators[name] = Operator(name)
+    return _operators[name]
+
+
+def last_impl() -> Optional[str]:
+    """Name of the implementation that ran the last operator call in this thread.
+
+    >>> import numpy as np, mxdeconv
+    >>> from mxdeconv import nd
+    >>> y = nd.Deconvolution(np.ones((1, 2, 3, 3)), np.ones((2, 1, 2, 2)),
+    ...                      kernel=(2, 2), num_filter=1)
+    >>> mxdeconv.last_impl()
+    'numpy'
+    """
+    return getattr(_local, "last", None)
+
+
+@contextlib.contextmanager
+def use_impl(name: str) -> Iterator[None]:
+    """Force implementation ``name`` ("onednn" or "numpy") inside the scope.
+
+    A call the forced implementation cannot run raises :class:`MXNetError`.
+    """
+    previous = getattr(_local, "forced", None)
+    _local.forced = name
+    try:
+        yield
+    finally:
+        _local.forced = previous
+
+
+def set_onednn_enabled(enabled: bool) -> bool:
+    """Switch the oneDNN path on or off for every thread; returns the old value."""
+    global _onednn_enabled
+    previous, _onednn_enabled = _onednn_enabled, bool(enabled)
+    return previous
+
+
+def onednn_enabled() -> bool:
+    return _onednn_enabled

@@ -1,0 +1,43 @@
+"""Build the oneDNN extension against oneDNN from PyPI.
+
+``onednn-devel-cpu-gomp`` (headers) and ``onednn-cpu-gomp`` (libdnnl.so.3)
+install their files under the environment's data prefix; their wheel RECORDs
+say exactly where, so the paths are read from the installed distributions
+rather than guessed (under pip's build isolation that prefix is a temporary
+folder, which is why the runtime also preloads the library: see _loader.py).
+"""
+from importlib import metadata
+from pathlib import Path
+
+import numpy
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+
+def _installed_file(distribution: str, suffix: str) -> Path:
+    dist = metadata.distribution(distribution)
+    for entry in dist.files or ():
+        if str(entry).replace("\\", "/").endswith(suffix):
+            return Path(dist.locate_file(entry)).resolve()
+    raise RuntimeError(f"{distribution} does not provide {suffix}: "
+                       f"pip install {distribution}==2023.2.0")
+
+
+dnnl_header = _installed_file("onednn-devel-cpu-gomp", "include/oneapi/dnnl/dnnl.h")
+dnnl_library = _installed_file("onednn-cpu-gomp", "libdnnl.so.3")
+
+extension = Extension(
+    "mxdeconv._ops",
+    sources=["mxdeconv/_ops.pyx"],
+    include_dirs=[str(dnnl_header.parents[2]), numpy.get_include()],
+    library_dirs=[str(dnnl_library.parent)],
+    libraries=[":libdnnl.so.3", "gomp"],
+    # site-packages/mxdeconv/_ops*.so -> <prefix>/lib, where the runtime wheel
+    # puts libdnnl.so.3; editable installs rely on the preload in _loader.py.
+    runtime_library_dirs=["$ORIGIN/../../.."],
+    define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+    extra_compile_args=["-O2"],
+    language="c",
+)
+
+setup(ext_modules=cythonize([extension], compiler_directives={"language_level": "3"}))
