@@ -62,7 +62,7 @@ def clear_cache() -> None:
 
 
 def reorder_counts() -> Dict[str, int]:
-    """Reorders run so far, by role: data, weights, bias, result, to_default."""
+    """Reorders run so far, by tensor: data, weights, bias, out_grad, out, to_default."""
     return _extension().reorder_counts()
 
 

@@ -117,7 +117,9 @@ _reorders = {}
 
 
 def reorder_counts():
-    """How many reorders ran, per role (``"data"``, ``"weights"``, ...)."""
+    """How many reorders ran, per tensor: ``data``, ``weights``, ``bias``,
+    ``out_grad`` (inputs into a primitive's layout), ``out`` (results into a
+    given target's layout) and ``to_default`` (blocked arrays made plain)."""
     return dict(_reorders)
 
 
@@ -668,13 +670,14 @@ cdef cnp.ndarray new_buffer(MemoryDesc desc):
     return aligned_empty((desc.size,), np.uint8)
 
 
-cdef cnp.ndarray in_layout(arr, MemoryDesc wanted, str role, int groups):
-    """``arr``'s buffer in layout ``wanted``: its own, or a reordered temporary."""
+cdef cnp.ndarray in_layout(arr, MemoryDesc wanted, str role, int groups, str label):
+    """``arr``'s buffer in layout ``wanted``: its own, or a reordered temporary
+    (counted under ``label`` in reorder_counts())."""
     cdef MemoryDesc have = current_md(arr, role, groups, wanted)
     if have == wanted:
         return arr._buffer
     cdef cnp.ndarray temp = new_buffer(wanted)
-    run_reorder(have, arr._buffer, wanted, temp, False, role)
+    run_reorder(have, arr._buffer, wanted, temp, False, label)
     return temp
 
 
@@ -684,8 +687,8 @@ cdef cnp.ndarray weight_buffer(weight, MemoryDesc wanted, int groups, bint train
     default layout so optimizer code sees plain memory (Reorder2DefaultAsync)."""
     if training:
         weight.reorder_to_default()
-        return in_layout(weight, wanted, ROLE_WEIGHTS, groups)
-    buffer = in_layout(weight, wanted, ROLE_WEIGHTS, groups)
+        return in_layout(weight, wanted, ROLE_WEIGHTS, groups, "weights")
+    buffer = in_layout(weight, wanted, ROLE_WEIGHTS, groups, "weights")
     if buffer is not weight._buffer:
         weight._adopt(buffer, None if wanted == plain_md(weight._shape, wanted.dtype,
                                                          ROLE_WEIGHTS, groups) else wanted)
@@ -735,13 +738,13 @@ cdef class Output:
         self.finish = True
         if accumulate and fused_accumulate:  # the primitive adds onto dst: seed it
             run_reorder(self.target_desc, self.target._buffer, desc, self.buffer,
-                        False, role)
+                        False, "out")
             self.accumulate = False
 
     cdef object result(self):
         if self.finish:
             run_reorder(self.desc, self.buffer, self.target_desc, self.target._buffer,
-                        self.accumulate, role="result")
+                        self.accumulate, "out")
         if self.target is not None:
             return self.target
         return wrap_result(self.buffer, self.desc, self.shape, self.role, self.groups)
@@ -758,13 +761,13 @@ def deconv_forward(geom, data, weight, bias, out, bint accumulate, bint training
     cdef int groups = geom.param.num_group
     cdef void *handles[4]
     cdef int n = 0
-    src = in_layout(data, plan.src, ROLE_DATA, 1)
+    src = in_layout(data, plan.src, ROLE_DATA, 1, "data")
     wei = weight_buffer(weight, plan.weights, groups, training)
     dst = Output(plan.dst, out, geom.out_shape, ROLE_DATA, 1, accumulate, True, False)
     handles[n] = data_ptr(src); n += 1
     handles[n] = data_ptr(wei); n += 1
     if plan.bias is not None:
-        bias_buf = in_layout(bias, plan.bias, ROLE_BIAS, 1)  # kept alive until run()
+        bias_buf = in_layout(bias, plan.bias, ROLE_BIAS, 1, "bias")  # kept alive until run()
         handles[n] = data_ptr(bias_buf); n += 1
     handles[n] = data_ptr(dst.buffer)
     plan.prim.run(handles)
@@ -784,12 +787,12 @@ def deconv_backward(geom, out_grad, data, weight, tuple grads, tuple accumulate,
     cdef int groups = geom.param.num_group
     cdef void *handles[4]
     results = [None, None, None]
-    diff_dst = in_layout(out_grad, plan.diff_dst, ROLE_DATA, 1)
+    diff_dst = in_layout(out_grad, plan.diff_dst, ROLE_DATA, 1, "out_grad")
     if needed[0]:
         weight.reorder_to_default()
         diff_src = Output(plan.diff_src, grads[0], geom.data_shape, ROLE_DATA, 1,
                           accumulate[0], False, False)
-        weight_buf = in_layout(weight, plan.weights, ROLE_WEIGHTS, groups)
+        weight_buf = in_layout(weight, plan.weights, ROLE_WEIGHTS, groups, "weights")
         handles[0] = data_ptr(diff_dst)
         handles[1] = data_ptr(weight_buf)
         handles[2] = data_ptr(diff_src.buffer)
@@ -800,10 +803,10 @@ def deconv_backward(geom, out_grad, data, weight, tuple grads, tuple accumulate,
                               geom.weight_shape, ROLE_WEIGHTS, groups, accumulate[1],
                               False, needed[1])
         # Buffers in locals: a temporary must outlive the execution that reads it.
-        src_buf = in_layout(data, plan.src, ROLE_DATA, 1)
+        src_buf = in_layout(data, plan.src, ROLE_DATA, 1, "data")
         if not plan.shares_diff_dst:
             diff_dst = in_layout(out_grad, plan.weights_prim.descs[DNNL_ARG_DIFF_DST],
-                                 ROLE_DATA, 1)
+                                 ROLE_DATA, 1, "out_grad")
         handles[0] = data_ptr(src_buf)
         handles[1] = data_ptr(diff_dst)
         handles[2] = data_ptr(diff_weights.buffer)
