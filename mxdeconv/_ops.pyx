@@ -46,32 +46,83 @@ cdef dnnl_engine_t engine() except NULL:
     return _engine
 
 
-cdef class Stream:
-    """One oneDNN stream per Python thread (streams are not thread-safe)."""
+cdef class LRUCache:
+    """A bounded map with least-recently-used eviction and hit/miss counters."""
+    cdef object entries
+    cdef readonly long hits, misses, evictions
+
+    def __cinit__(self):
+        self.entries = OrderedDict()
+
+    cdef object get(self, key):
+        value = self.entries.get(key)
+        if value is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+            self.entries.move_to_end(key)
+        return value
+
+    cdef put(self, key, value):
+        self.entries[key] = value
+        self.trim()
+
+    cdef trim(self):
+        while len(self.entries) > _capacity:
+            self.entries.popitem(last=False)
+            self.evictions += 1
+
+    def clear(self):
+        self.entries.clear()
+
+    def __len__(self):
+        return len(self.entries)
+
+
+def _capacity_from_env():
+    value = os.environ.get("MXDECONV_PRIMITIVE_CACHE_CAPACITY", "1024")
+    try:
+        capacity = int(value)
+    except ValueError:
+        raise MXNetError(f"MXDECONV_PRIMITIVE_CACHE_CAPACITY must be an integer, got {value!r}")
+    if capacity < 0:
+        raise MXNetError(f"MXDECONV_PRIMITIVE_CACHE_CAPACITY must be >= 0, got {capacity}")
+    return capacity
+
+
+cdef Py_ssize_t _capacity = _capacity_from_env()
+
+
+cdef class ThreadState:
+    """What each Python thread owns: a oneDNN stream (streams are not
+    thread-safe), its primitive cache and the OpenMP thread count applied."""
     cdef dnnl_stream_t stream
+    cdef LRUCache cache
+    cdef int threads
 
     def __cinit__(self):
         check(dnnl_stream_create(&self.stream, engine(), dnnl_stream_default_flags),
               "stream creation")
+        self.cache = LRUCache()
 
     def __dealloc__(self):
         if self.stream != NULL:
             dnnl_stream_destroy(self.stream)
 
 
-cdef Stream thread_stream():
+cdef ThreadState thread_state():
     try:
-        return _tls.stream
+        return _tls.state
     except AttributeError:
-        _tls.stream = Stream()
-        return _tls.stream
+        _tls.state = ThreadState()
+        return _tls.state
 
 
-cdef int thread_count() except -1:
+cdef int thread_count(ThreadState state) except -1:
     """Apply set_num_threads() to this thread (OpenMP keeps it per thread)."""
-    if _requested_threads and getattr(_tls, "threads", 0) != _requested_threads:
+    if _requested_threads and state.threads != _requested_threads:
         omp_set_num_threads(_requested_threads)
-        _tls.threads = _requested_threads
+        state.threads = _requested_threads
     return omp_get_max_threads()
 
 
@@ -81,12 +132,12 @@ def set_num_threads(int count):
     if count < 1:
         raise MXNetError(f"set_num_threads needs a count >= 1, got {count}")
     _requested_threads = count
-    thread_count()
+    thread_count(thread_state())
 
 
 def get_num_threads():
     """The number of OpenMP threads oneDNN calls from this thread use."""
-    return thread_count()
+    return thread_count(thread_state())
 
 
 # ----------------------------------------------------------------------------
@@ -149,6 +200,11 @@ cdef class MemoryDesc:
     cdef dnnl_memory_desc_t md
     cdef readonly object layout, dims, dtype, key, role
     cdef readonly size_t size
+    # For a primitive's descriptor: the default layout of the NDArray bound
+    # to it, and whether the two are the same (no reorder for plain arrays).
+    cdef readonly MemoryDesc plain
+    cdef readonly bint is_plain
+    cdef readonly tuple plain_shape
 
     def __dealloc__(self):
         if self.md != NULL:
@@ -261,6 +317,14 @@ cdef MemoryDesc any_md(dims, dtype, role, bint grouped=False):
     return new_md(dims, dtype, dnnl_format_tag_any, role, grouped)
 
 
+cdef MemoryDesc bind_plain(MemoryDesc desc, tuple shape, int groups=1):
+    """Record on a primitive's ``desc`` the default layout of arrays of ``shape``."""
+    desc.plain = plain_md(shape, desc.dtype, desc.role, groups)
+    desc.is_plain = desc == desc.plain
+    desc.plain_shape = shape
+    return desc
+
+
 # ----------------------------------------------------------------------------
 # Primitives and their cache
 # ----------------------------------------------------------------------------
@@ -289,15 +353,15 @@ cdef class Primitive:
             dnnl_primitive_destroy(self.prim)
 
     cdef int run(self, void **handles) except -1:
-        cdef Stream stream = thread_stream()
+        cdef dnnl_stream_t stream = thread_state().stream
         cdef dnnl_status_t status
         cdef int i
         with nogil:
             for i in range(self.nargs):
                 dnnl_memory_set_data_handle(self.args[i].memory, handles[i])
-            status = dnnl_primitive_execute(self.prim, stream.stream, self.nargs, self.args)
+            status = dnnl_primitive_execute(self.prim, stream, self.nargs, self.args)
             if status == dnnl_success:
-                status = dnnl_stream_wait(stream.stream)
+                status = dnnl_stream_wait(stream)
         if status != dnnl_success:
             check(status, "execution of " + self.impl)
         return 0
@@ -331,59 +395,8 @@ cdef Primitive make_primitive(dnnl_primitive_desc_t pd, list arg_specs):
     return p
 
 
-cdef class LRUCache:
-    """A bounded map with least-recently-used eviction and hit/miss counters."""
-    cdef object entries
-    cdef readonly long hits, misses, evictions
-
-    def __cinit__(self):
-        self.entries = OrderedDict()
-
-    cdef object get(self, key):
-        value = self.entries.get(key)
-        if value is None:
-            self.misses += 1
-        else:
-            self.hits += 1
-            self.entries.move_to_end(key)
-        return value
-
-    cdef put(self, key, value):
-        self.entries[key] = value
-        self.trim()
-
-    cdef trim(self):
-        while len(self.entries) > _capacity:
-            self.entries.popitem(last=False)
-            self.evictions += 1
-
-    def clear(self):
-        self.entries.clear()
-
-    def __len__(self):
-        return len(self.entries)
-
-
-def _capacity_from_env():
-    value = os.environ.get("MXDECONV_PRIMITIVE_CACHE_CAPACITY", "1024")
-    try:
-        capacity = int(value)
-    except ValueError:
-        raise MXNetError(f"MXDECONV_PRIMITIVE_CACHE_CAPACITY must be an integer, got {value!r}")
-    if capacity < 0:
-        raise MXNetError(f"MXDECONV_PRIMITIVE_CACHE_CAPACITY must be >= 0, got {capacity}")
-    return capacity
-
-
-cdef Py_ssize_t _capacity = _capacity_from_env()
-
-
 cdef LRUCache thread_cache():
-    try:
-        return _tls.cache
-    except AttributeError:
-        _tls.cache = LRUCache()
-        return _tls.cache
+    return thread_state().cache
 
 
 def set_cache_capacity(Py_ssize_t capacity):
@@ -477,6 +490,8 @@ cdef class Geometry:
     """oneDNN's view of one DeconvGeometry: dims, strides, dilations, paddings."""
     cdef dnnl_dims_t strides, dilates, pad_l, pad_r
     cdef readonly tuple src_dims, weight_dims, bias_dims, dst_dims
+    cdef readonly tuple data_shape, weight_shape   # the NDArrays' (MXNet) shapes
+    cdef readonly int groups
     cdef readonly bint grouped, has_bias
     cdef readonly str dtype
 
@@ -493,7 +508,10 @@ cdef class Geometry:
         groups = param.num_group
         in_channels = geom.data_shape[1]
         out_per_group = param.num_filter // groups
+        g.groups = groups
         g.grouped = groups > 1
+        g.data_shape = geom.data_shape
+        g.weight_shape = geom.weight_shape
         g.src_dims = geom.data_shape
         g.dst_dims = geom.out_shape
         if g.grouped:
@@ -568,16 +586,20 @@ cdef class ForwardPlan:
             specs.append((DNNL_ARG_BIAS, dnnl_query_weights_md, ROLE_BIAS, False))
         specs.append((DNNL_ARG_DST, dnnl_query_dst_md, ROLE_DATA, False))
         self.prim = make_primitive(pd, specs)
-        self.src = self.prim.descs[DNNL_ARG_SRC]
-        self.weights = self.prim.descs[DNNL_ARG_WEIGHTS]
+        self.src = bind_plain(self.prim.descs[DNNL_ARG_SRC], g.data_shape)
+        self.weights = bind_plain(self.prim.descs[DNNL_ARG_WEIGHTS], g.weight_shape,
+                                  g.groups)
         self.bias = self.prim.descs.get(DNNL_ARG_BIAS)
-        self.dst = self.prim.descs[DNNL_ARG_DST]
+        if self.bias is not None:
+            bind_plain(self.bias, g.bias_dims)
+        self.dst = bind_plain(self.prim.descs[DNNL_ARG_DST], g.dst_dims)
 
 
 cdef class BackwardPlan:
     """Backward data and backward weights(+bias) sharing one diff_dst layout."""
     cdef readonly Primitive data_prim, weights_prim
     cdef readonly MemoryDesc diff_dst, weights, diff_src, src, diff_weights, diff_bias
+    cdef readonly bint shares_diff_dst  # one out_grad reorder serves both passes
 
     def __init__(self, Geometry g):
         cdef dnnl_primitive_desc_t hint = deconv_pd(
@@ -617,20 +639,27 @@ cdef class BackwardPlan:
             self.weights_prim = make_primitive(pd_weights, weights_specs)
         finally:
             dnnl_primitive_desc_destroy(hint)
-        self.weights = self.data_prim.descs[DNNL_ARG_WEIGHTS]
-        self.diff_src = self.data_prim.descs[DNNL_ARG_DIFF_SRC]
-        self.src = self.weights_prim.descs[DNNL_ARG_SRC]
-        self.diff_weights = self.weights_prim.descs[DNNL_ARG_DIFF_WEIGHTS]
+        bind_plain(self.diff_dst, g.dst_dims)
+        bind_plain(self.weights_prim.descs[DNNL_ARG_DIFF_DST], g.dst_dims)
+        self.weights = bind_plain(self.data_prim.descs[DNNL_ARG_WEIGHTS], g.weight_shape,
+                                  g.groups)
+        self.diff_src = bind_plain(self.data_prim.descs[DNNL_ARG_DIFF_SRC], g.data_shape)
+        self.src = bind_plain(self.weights_prim.descs[DNNL_ARG_SRC], g.data_shape)
+        self.diff_weights = bind_plain(self.weights_prim.descs[DNNL_ARG_DIFF_WEIGHTS],
+                                       g.weight_shape, g.groups)
         self.diff_bias = self.weights_prim.descs.get(DNNL_ARG_DIFF_BIAS)
+        self.shares_diff_dst = self.weights_prim.descs[DNNL_ARG_DIFF_DST] == self.diff_dst
+        if self.diff_bias is not None:
+            bind_plain(self.diff_bias, g.bias_dims)
 
-    @property
-    def shares_diff_dst(self):
-        return self.weights_prim.descs[DNNL_ARG_DIFF_DST] == self.diff_dst
 
 
 cdef object cached_plan(kind, geom, str dtype, tuple flags):
-    key = (kind, geom, dtype, flags, thread_count())
-    cdef LRUCache cache = thread_cache()
+    cdef ThreadState state = thread_state()
+    # The thread count is part of the key: oneDNN's OpenMP kernels are planned
+    # for the number of threads present when they are created.
+    key = (kind, geom, dtype, flags, thread_count(state))
+    cdef LRUCache cache = state.cache
     plan = cache.get(key)
     if plan is None:
         g = Geometry.of(geom, dtype)
@@ -652,8 +681,8 @@ def backward_plan(geom, str dtype):
 # ----------------------------------------------------------------------------
 # Moving NDArrays into the layouts primitives want
 # ----------------------------------------------------------------------------
-cdef MemoryDesc current_md(arr, str role, int groups, MemoryDesc wanted):
-    """The descriptor of ``arr``'s buffer as it is now, in ``role``.
+cdef MemoryDesc current_md(arr, MemoryDesc wanted):
+    """The descriptor of ``arr``'s buffer as it is now (``wanted.plain`` if plain).
 
     A blocked array whose logical dims differ from ``wanted`` (a weight seen
     with another group count) is first turned back into the default layout.
@@ -663,115 +692,124 @@ cdef MemoryDesc current_md(arr, str role, int groups, MemoryDesc wanted):
         if desc.dims == wanted.dims:
             return desc
         arr.reorder_to_default()
-    return plain_md(arr._shape, wanted.dtype, role, groups)
+    return wanted.plain
+
+
+cdef size_t ALIGNMENT = 64
 
 
 cdef cnp.ndarray new_buffer(MemoryDesc desc):
-    return aligned_empty((desc.size,), np.uint8)
+    """Uninitialised bytes for ``desc``, 64-byte aligned like oneDNN's own."""
+    cdef cnp.npy_intp count = desc.size + ALIGNMENT
+    cdef cnp.ndarray raw = cnp.PyArray_EMPTY(1, &count, cnp.NPY_UINT8, 0)
+    cdef size_t offset = (ALIGNMENT - (<size_t>cnp.PyArray_DATA(raw)) % ALIGNMENT) % ALIGNMENT
+    return raw[offset:offset + desc.size]
 
 
-cdef cnp.ndarray in_layout(arr, MemoryDesc wanted, str role, int groups, str label):
+cdef cnp.ndarray in_layout(arr, MemoryDesc wanted, str label):
     """``arr``'s buffer in layout ``wanted``: its own, or a reordered temporary
     (counted under ``label`` in reorder_counts())."""
-    cdef MemoryDesc have = current_md(arr, role, groups, wanted)
-    if have == wanted:
+    if arr._desc is None and wanted.is_plain:
+        return arr._buffer
+    cdef MemoryDesc have = current_md(arr, wanted)
+    if have is wanted or have == wanted:
         return arr._buffer
     cdef cnp.ndarray temp = new_buffer(wanted)
     run_reorder(have, arr._buffer, wanted, temp, False, label)
     return temp
 
 
-cdef cnp.ndarray weight_buffer(weight, MemoryDesc wanted, int groups, bint training):
+cdef object plain_view(cnp.ndarray buffer, MemoryDesc desc):
+    """The bytes of a default-layout ``desc`` as a typed array of the NDArray shape."""
+    return buffer.view(desc.dtype).reshape(desc.plain_shape)
+
+
+cdef cnp.ndarray weight_buffer(weight, MemoryDesc wanted, bint training):
     """Inference keeps the weight in the primitive's layout after the first
     reorder (MXNet's MKLDNNDataReorderAsync); training leaves the NDArray in the
     default layout so optimizer code sees plain memory (Reorder2DefaultAsync)."""
     if training:
-        weight.reorder_to_default()
-        return in_layout(weight, wanted, ROLE_WEIGHTS, groups, "weights")
-    buffer = in_layout(weight, wanted, ROLE_WEIGHTS, groups, "weights")
+        if weight._desc is not None:
+            weight.reorder_to_default()
+        return in_layout(weight, wanted, "weights")
+    buffer = in_layout(weight, wanted, "weights")
     if buffer is not weight._buffer:
-        weight._adopt(buffer, None if wanted == plain_md(weight._shape, wanted.dtype,
-                                                         ROLE_WEIGHTS, groups) else wanted)
+        if wanted.is_plain:
+            weight._adopt(plain_view(buffer, wanted), None)
+        else:
+            weight._adopt(buffer, wanted)
     return buffer
-
-
-cdef object wrap_result(cnp.ndarray buffer, MemoryDesc desc, tuple shape, str role,
-                        int groups):
-    """An NDArray over ``buffer``; plain when ``desc`` is the default layout."""
-    if desc == plain_md(shape, desc.dtype, role, groups):
-        return NDArray(buffer.view(desc.dtype).reshape(shape))
-    return NDArray(buffer, desc, shape)
 
 
 cdef class Output:
     """Where a primitive writes one result, and how it reaches its target.
 
     With no target array the primitive writes a fresh buffer in its preferred
-    layout.  With a target in that very layout it writes in place (for req=add
-    only when the primitive itself accumulates).  Otherwise it writes a
+    layout (or, for ``plain`` results such as weight gradients, a default-layout
+    array).  With a target in the primitive's layout it writes in place (for
+    req=add only when the primitive itself accumulates).  Otherwise it writes a
     temporary that a reorder then writes or adds into the target.
     """
-    cdef readonly object target
-    cdef readonly cnp.ndarray buffer
+    cdef object target
+    cdef cnp.ndarray buffer
     cdef MemoryDesc desc, target_desc
     cdef bint accumulate, finish
-    cdef str role
-    cdef int groups
-    cdef tuple shape
-
-    def __init__(self, MemoryDesc desc, target, tuple shape, str role, int groups,
-                 bint accumulate, bint fused_accumulate, bint default_layout):
-        self.desc, self.target, self.shape = desc, target, shape
-        self.role, self.groups, self.accumulate = role, groups, accumulate
-        self.finish = False
-        if target is None:
-            if default_layout:  # e.g. weight gradients: keep them plain
-                self.target = NDArray(aligned_empty(shape, desc.dtype))
-            else:
-                self.buffer = new_buffer(desc)
-                return
-        self.target_desc = current_md(self.target, role, groups, desc)
-        if self.target_desc == desc and (fused_accumulate or not accumulate):
-            self.buffer = self.target._buffer
-            return
-        self.buffer = new_buffer(desc)
-        self.finish = True
-        if accumulate and fused_accumulate:  # the primitive adds onto dst: seed it
-            run_reorder(self.target_desc, self.target._buffer, desc, self.buffer,
-                        False, "out")
-            self.accumulate = False
-
-    cdef object result(self):
-        if self.finish:
-            run_reorder(self.desc, self.buffer, self.target_desc, self.target._buffer,
-                        self.accumulate, "out")
-        if self.target is not None:
-            return self.target
-        return wrap_result(self.buffer, self.desc, self.shape, self.role, self.groups)
 
 
-cdef inline void *optional_ptr(cnp.ndarray buffer):
-    return NULL if buffer is None else data_ptr(buffer)
+cdef Output make_output(MemoryDesc desc, target, bint accumulate, bint fused_accumulate,
+                        bint plain):
+    cdef Output o = Output.__new__(Output)
+    o.desc, o.target, o.accumulate, o.finish = desc, target, accumulate, False
+    if target is None:
+        if not plain or desc.is_plain:
+            o.buffer = new_buffer(desc)
+            return o
+        o.target = NDArray(aligned_empty(desc.plain_shape, desc.dtype))
+    o.target_desc = current_md(o.target, desc)
+    if (o.target_desc is desc or o.target_desc == desc) and (fused_accumulate or not accumulate):
+        o.buffer = o.target._buffer
+        return o
+    o.buffer = new_buffer(desc)
+    o.finish = True
+    if accumulate and fused_accumulate:  # the primitive adds onto dst: seed it
+        run_reorder(o.target_desc, o.target._buffer, desc, o.buffer, False, "out")
+        o.accumulate = False
+    return o
+
+
+cdef object finish_output(Output o):
+    """The result NDArray, after the reorder into its target if one is due."""
+    if o.finish:
+        run_reorder(o.desc, o.buffer, o.target_desc, o.target._buffer, o.accumulate, "out")
+    if o.target is not None:
+        return o.target
+    if o.desc.is_plain:
+        return NDArray(plain_view(o.buffer, o.desc))
+    return NDArray(o.buffer, o.desc, o.desc.plain_shape)
+
+
+_DTYPE_NAMES = {np.dtype(np.float32): "float32", np.dtype(np.float16): "float16"}
 
 
 def deconv_forward(geom, data, weight, bias, out, bint accumulate, bint training):
     """Run the forward pass; returns ``out`` or a new NDArray (maybe blocked)."""
-    cdef str dtype = data._dtype.name
-    cdef ForwardPlan plan = forward_plan(geom, dtype, training, accumulate)
-    cdef int groups = geom.param.num_group
+    cdef ForwardPlan plan = forward_plan(geom, _DTYPE_NAMES[data._dtype], training,
+                                         accumulate)
     cdef void *handles[4]
     cdef int n = 0
-    src = in_layout(data, plan.src, ROLE_DATA, 1, "data")
-    wei = weight_buffer(weight, plan.weights, groups, training)
-    dst = Output(plan.dst, out, geom.out_shape, ROLE_DATA, 1, accumulate, True, False)
+    # Every buffer stays in a local until run(): a temporary must outlive the
+    # execution that reads it.
+    src = in_layout(data, plan.src, "data")
+    wei = weight_buffer(weight, plan.weights, training)
+    cdef Output dst = make_output(plan.dst, out, accumulate, True, False)
     handles[n] = data_ptr(src); n += 1
     handles[n] = data_ptr(wei); n += 1
     if plan.bias is not None:
-        bias_buf = in_layout(bias, plan.bias, ROLE_BIAS, 1, "bias")  # kept alive until run()
+        bias_buf = in_layout(bias, plan.bias, "bias")
         handles[n] = data_ptr(bias_buf); n += 1
     handles[n] = data_ptr(dst.buffer)
     plan.prim.run(handles)
-    return dst.result()
+    return finish_output(dst)
 
 
 def deconv_backward(geom, out_grad, data, weight, tuple grads, tuple accumulate,
@@ -782,43 +820,40 @@ def deconv_backward(geom, out_grad, data, weight, tuple grads, tuple accumulate,
     one flag per gradient.  Backward primitives take no sum post-op, so req=add
     goes through a temporary that a reorder with a sum post-op adds in.
     """
-    cdef str dtype = data._dtype.name
-    cdef BackwardPlan plan = backward_plan(geom, dtype)
-    cdef int groups = geom.param.num_group
+    cdef BackwardPlan plan = backward_plan(geom, _DTYPE_NAMES[data._dtype])
     cdef void *handles[4]
+    cdef Output diff_src, diff_weights, diff_bias
     results = [None, None, None]
-    diff_dst = in_layout(out_grad, plan.diff_dst, ROLE_DATA, 1, "out_grad")
+    diff_dst = in_layout(out_grad, plan.diff_dst, "out_grad")
     if needed[0]:
-        weight.reorder_to_default()
-        diff_src = Output(plan.diff_src, grads[0], geom.data_shape, ROLE_DATA, 1,
-                          accumulate[0], False, False)
-        weight_buf = in_layout(weight, plan.weights, ROLE_WEIGHTS, groups, "weights")
+        if weight._desc is not None:
+            weight.reorder_to_default()
+        diff_src = make_output(plan.diff_src, grads[0], accumulate[0], False, False)
+        weight_buf = in_layout(weight, plan.weights, "weights")
         handles[0] = data_ptr(diff_dst)
         handles[1] = data_ptr(weight_buf)
         handles[2] = data_ptr(diff_src.buffer)
         plan.data_prim.run(handles)
-        results[0] = diff_src.result()
+        results[0] = finish_output(diff_src)
     if needed[1] or needed[2]:
-        diff_weights = Output(plan.diff_weights, grads[1] if needed[1] else None,
-                              geom.weight_shape, ROLE_WEIGHTS, groups, accumulate[1],
-                              False, needed[1])
-        # Buffers in locals: a temporary must outlive the execution that reads it.
-        src_buf = in_layout(data, plan.src, ROLE_DATA, 1, "data")
+        diff_weights = make_output(plan.diff_weights, grads[1] if needed[1] else None,
+                                   accumulate[1], False, needed[1])
+        src_buf = in_layout(data, plan.src, "data")
         if not plan.shares_diff_dst:
             diff_dst = in_layout(out_grad, plan.weights_prim.descs[DNNL_ARG_DIFF_DST],
-                                 ROLE_DATA, 1, "out_grad")
+                                 "out_grad")
         handles[0] = data_ptr(src_buf)
         handles[1] = data_ptr(diff_dst)
         handles[2] = data_ptr(diff_weights.buffer)
         if plan.diff_bias is not None:
-            diff_bias = Output(plan.diff_bias, grads[2] if needed[2] else None,
-                               geom.bias_shape, ROLE_BIAS, 1, accumulate[2], False, True)
+            diff_bias = make_output(plan.diff_bias, grads[2] if needed[2] else None,
+                                    accumulate[2], False, True)
             handles[3] = data_ptr(diff_bias.buffer)
         plan.weights_prim.run(handles)
         if needed[1]:
-            results[1] = diff_weights.result()
+            results[1] = finish_output(diff_weights)
         if needed[2] and plan.diff_bias is not None:
-            results[2] = diff_bias.result()
+            results[2] = finish_output(diff_bias)
     return tuple(results)
 
 

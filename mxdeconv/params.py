@@ -30,6 +30,16 @@ _FIELDS = ("kernel", "stride", "dilate", "pad", "adj", "target_shape",
            "num_filter", "num_group", "no_bias", "layout") + _IGNORED_FIELDS
 
 
+def _cached_hash(instance: Any) -> int:
+    """Hash a frozen dataclass by its fields once, then reuse the value."""
+    try:
+        return instance.__dict__["_hash"]
+    except KeyError:
+        value = hash(tuple(getattr(instance, f) for f in instance.__dataclass_fields__))
+        object.__setattr__(instance, "_hash", value)
+        return value
+
+
 def _as_int(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an integer, got {value!r} "
@@ -71,6 +81,9 @@ class DeconvolutionParam:
     num_group: int = 1
     no_bias: bool = True
     layout: str = "NCHW"
+
+    def __hash__(self) -> int:  # cached: parameters key every primitive lookup
+        return _cached_hash(self)
 
     @property
     def ndim(self) -> int:
@@ -170,6 +183,9 @@ class DeconvGeometry:
     pad_l: Shape
     pad_r: Shape
     adj: Shape
+
+    def __hash__(self) -> int:  # cached: geometries key every primitive lookup
+        return _cached_hash(self)
 
     @property
     def in_channels(self) -> int:

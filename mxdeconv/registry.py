@@ -69,22 +69,30 @@ class Operator:
         return result
 
     def select(self, call: Any) -> Implementation:
+        """The implementation to run ``call``; records it for :func:`last_impl`."""
         forced = getattr(_local, "forced", None)
+        if forced is not None:
+            return self._forced(forced, call)
         for impl in self.implementations:
-            if forced is not None and impl.name != forced:
+            if impl.name == ONEDNN and not _onednn_enabled:
                 continue
-            reason = self.reasons(call)[impl.name] if forced is None else impl.supports(call)
-            if reason is None:
+            if impl.supports(call) is None:
                 _local.last = impl.name
                 return impl
-            if forced is not None:
-                raise MXNetError(f"{self.name}: implementation {forced!r} was forced "
-                                 f"but cannot run this call: {reason}")
-        if forced is not None:
-            raise MXNetError(f"{self.name}: no implementation named {forced!r}; "
-                             f"known: {[i.name for i in self.implementations]}")
         raise MXNetError(f"{self.name}: no implementation supports this call: "
                          f"{self.reasons(call)}")
+
+    def _forced(self, name: str, call: Any) -> Implementation:
+        for impl in self.implementations:
+            if impl.name == name:
+                reason = impl.supports(call)
+                if reason is not None:
+                    raise MXNetError(f"{self.name}: implementation {name!r} was forced "
+                                     f"but cannot run this call: {reason}")
+                _local.last = impl.name
+                return impl
+        raise MXNetError(f"{self.name}: no implementation named {name!r}; "
+                         f"known: {[i.name for i in self.implementations]}")
 
     def explain(self, call: Any) -> str:
         """Which implementation would run ``call``, and why the others would not."""
