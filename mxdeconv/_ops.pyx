@@ -202,6 +202,7 @@ cdef class MemoryDesc:
     cdef readonly size_t size
     # For a primitive's descriptor: the default layout of the NDArray bound
     # to it, and whether the two are the same (no reorder for plain arrays).
+    cdef readonly bint grouped      # weights over (G, OC/G, IC/G, *k)
     cdef readonly MemoryDesc plain
     cdef readonly bint is_plain
     cdef readonly tuple plain_shape
@@ -239,6 +240,7 @@ cdef MemoryDesc wrap_md(const_dnnl_memory_desc_t src, role, bint grouped=False):
     desc.dtype = _DNNL_TO_NP.get(dtype, dnnl_dt2str(<dnnl_data_type_t>dtype).decode())
     desc.size = dnnl_memory_desc_get_size(desc.md)
     desc.role = role
+    desc.grouped = grouped
     if format_kind != dnnl_blocked:  # format_tag::any: chosen by a primitive later
         desc.layout = "any"
         desc.key = ("any", desc.dims, desc.dtype, 0)
@@ -446,8 +448,8 @@ cdef Primitive reorder_primitive(MemoryDesc src, MemoryDesc dst, bint accumulate
             dnnl_post_ops_destroy(post_ops)
         if attr != NULL:
             dnnl_primitive_attr_destroy(attr)
-    prim = make_primitive(pd, [(DNNL_ARG_FROM, dnnl_query_src_md, src.role, False),
-                               (DNNL_ARG_TO, dnnl_query_dst_md, dst.role, False)])
+    prim = make_primitive(pd, [(DNNL_ARG_FROM, dnnl_query_src_md, src.role, src.grouped),
+                               (DNNL_ARG_TO, dnnl_query_dst_md, dst.role, dst.grouped)])
     cache.put(key, prim)
     return prim
 
@@ -468,15 +470,12 @@ cdef int run_reorder(MemoryDesc src, cnp.ndarray src_buf, MemoryDesc dst,
 
 def reorder_to_plain(MemoryDesc src, cnp.ndarray src_buf, cnp.ndarray plain):
     """Reorder a blocked buffer into the default layout ``plain`` (same shape)."""
-    run_reorder(src, src_buf, plain_md_of(src, plain), plain, False, "to_default")
-
-
-cdef MemoryDesc plain_md_of(MemoryDesc desc, cnp.ndarray plain):
-    shape = tuple((<object>plain).shape)
-    if desc.role == ROLE_WEIGHTS:
-        groups = desc.dims[0] if len(desc.dims) == len(shape) + 1 else 1
-        return plain_md(shape, desc.dtype, ROLE_WEIGHTS, groups)
-    return plain_md(shape, desc.dtype, desc.role)
+    cdef MemoryDesc target = src.plain
+    if target is None:
+        shape = tuple((<object>plain).shape)
+        groups = src.dims[0] if src.grouped else 1
+        target = plain_md(shape, src.dtype, src.role, groups)
+    run_reorder(src, src_buf, target, plain, False, "to_default")
 
 
 # ----------------------------------------------------------------------------

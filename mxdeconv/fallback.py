@@ -61,7 +61,8 @@ def forward(geom: DeconvGeometry, data: np.ndarray, weight: np.ndarray,
     param, dtype = geom.param, compute_dtype(data.dtype)
     batch, channels = geom.data_shape[:2]
     groups = param.num_group
-    data_g = data.astype(dtype, copy=False).reshape(batch, groups, channels // groups, -1)
+    pixels = int(np.prod(geom.spatial_in))  # explicit: -1 is ambiguous for batch 0
+    data_g = data.astype(dtype, copy=False).reshape(batch, groups, channels // groups, pixels)
     weight_g = _grouped_weight(weight.astype(dtype, copy=False), geom)
     # cols[n, g, (oc, k), pixel]: each input pixel's contribution through each tap.
     cols = np.matmul(weight_g.transpose(0, 2, 1)[None], data_g)
@@ -94,15 +95,16 @@ def backward(geom: DeconvGeometry, out_grad: np.ndarray, data: np.ndarray,
         # im2col of out_grad on the uncropped canvas (zeros where it was cropped).
         canvas = np.zeros((batch, param.num_filter) + _canvas_extent(geom), dtype=dtype)
         canvas[_crop(geom)] = out_grad
-        cols = _windows(canvas, geom, writeable=False).reshape(
-            batch, groups, -1, int(np.prod(geom.spatial_in)))
+        pixels = int(np.prod(geom.spatial_in))  # explicit: -1 is ambiguous for batch 0
+        taps = param.num_filter // groups * int(np.prod(param.kernel))
+        cols = _windows(canvas, geom, writeable=False).reshape(batch, groups, taps, pixels)
         weight_g = _grouped_weight(weight.astype(dtype, copy=False), geom)
         if need_data:
             data_grad = np.matmul(weight_g[None], cols).reshape(geom.data_shape)
             data_grad = data_grad.astype(data.dtype, copy=False)
         if need_weight:
             data_g = data.astype(dtype, copy=False).reshape(
-                batch, groups, channels // groups, -1)
+                batch, groups, channels // groups, pixels)
             weight_grad = np.matmul(data_g, cols.transpose(0, 1, 3, 2)).sum(axis=0)
             weight_grad = weight_grad.reshape(geom.weight_shape).astype(data.dtype)
     return data_grad, weight_grad, bias_grad
