@@ -21,7 +21,7 @@ from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 
 from ._dnnl cimport *
 from .base import MXNetError
-from .ndarray import NDArray, aligned_empty
+from .ndarray import BFLOAT16, NDArray, aligned_empty
 
 cnp.import_array()
 
@@ -181,8 +181,9 @@ def reset_reorder_counts():
 # ----------------------------------------------------------------------------
 # Memory descriptors
 # ----------------------------------------------------------------------------
-_NP_TO_DNNL = {"float32": dnnl_f32, "float16": dnnl_f16}
-_DNNL_TO_NP = {<int>dnnl_f32: "float32", <int>dnnl_f16: "float16"}
+_NP_TO_DNNL = {"float32": dnnl_f32, "float16": dnnl_f16, "bfloat16": dnnl_bf16}
+_DNNL_TO_NP = {<int>dnnl_f32: "float32", <int>dnnl_f16: "float16",
+               <int>dnnl_bf16: "bfloat16"}
 _PLAIN_TAGS = {3: dnnl_abc, 4: dnnl_abcd, 5: dnnl_abcde}
 _UNGROUPED_WEIGHT_TAGS = {3: dnnl_bac, 4: dnnl_bacd, 5: dnnl_bacde}   # iow, iohw, iodhw
 _GROUPED_WEIGHT_TAGS = {4: dnnl_acbd, 5: dnnl_acbde, 6: dnnl_acbdef}  # giow, giohw, giodhw
@@ -788,6 +789,8 @@ cdef object finish_output(Output o):
 
 
 _DTYPE_NAMES = {np.dtype(np.float32): "float32", np.dtype(np.float16): "float16"}
+if BFLOAT16 is not None:
+    _DTYPE_NAMES[BFLOAT16] = "bfloat16"
 
 
 def deconv_forward(geom, data, weight, bias, out, bint accumulate, bint training):

@@ -14,10 +14,12 @@ import numpy as np
 
 from . import autograd, fallback, registry
 from .base import MXNetError
-from .ndarray import NDArray, as_ndarray, array
+from .ndarray import BFLOAT16, NDArray, as_ndarray, array
 from .params import DeconvGeometry, check_shape, infer_geometry, parse_params
 
 REQS = ("write", "inplace", "add", "null")
+# float16 has no oneDNN kernels on CPUs without AVX-512 FP16: it stays on NumPy.
+ONEDNN_DTYPES = (np.dtype(np.float32),) + ((BFLOAT16,) if BFLOAT16 is not None else ())
 OPERATOR = registry.operator("Deconvolution")
 
 try:
@@ -115,8 +117,9 @@ def _numpy_supports(call: Call) -> Optional[str]:
 def _onednn_supports(call: Call) -> Optional[str]:
     if _ops is None:
         return EXTENSION_ERROR
-    if call.dtype != np.float32:
-        return f"dtype {call.dtype} is not supported by the oneDNN path (float32 only)"
+    if call.dtype not in ONEDNN_DTYPES:
+        return (f"dtype {call.dtype} is not supported by the oneDNN path "
+                f"({' or '.join(str(d) for d in ONEDNN_DTYPES)} only)")
     if call.geom.out_shape[0] == 0:
         return "an empty batch has nothing for oneDNN to compute"
     return None
@@ -198,7 +201,7 @@ def explain(data: Any, weight: Any, bias: Any = None, train: Optional[bool] = No
     call = make_call(data, weight, bias, params, train)
     text = OPERATOR.explain(call)
     if OPERATOR.reasons(call).get(registry.ONEDNN) is None:
-        info = _ops.plan_info(call.geom, "float32", call.training)
+        info = _ops.plan_info(call.geom, str(call.dtype), call.training)
         text += (f"\n  oneDNN forward kernel {info['forward_impl']}; layouts: src "
                  f"{info['src']}, weights {info['weights']}, dst {info['dst']}")
     return text

@@ -17,8 +17,9 @@ from .params import DeconvGeometry
 
 
 def compute_dtype(dtype: np.dtype) -> np.dtype:
-    """float16 is accumulated in float32; other floats in themselves."""
-    return np.dtype(np.float32) if np.dtype(dtype) == np.float16 else np.dtype(dtype)
+    """16-bit floats (float16, bfloat16) are accumulated in float32."""
+    dtype = np.dtype(dtype)
+    return np.dtype(np.float32) if dtype.itemsize < 4 else dtype
 
 
 def _canvas_extent(geom: DeconvGeometry) -> Tuple[int, ...]:

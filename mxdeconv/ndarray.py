@@ -19,7 +19,18 @@ from .base import MXNetError
 
 DEFAULT_LAYOUT = "default"
 _ALIGNMENT = 64  # one cache line / one AVX-512 register: what oneDNN's kernels like
-_SUPPORTED_DTYPES = (np.float16, np.float32, np.float64)
+try:  # bfloat16 comes from ml_dtypes (NumPy has none); optional
+    import ml_dtypes
+    BFLOAT16: Optional[np.dtype] = np.dtype(ml_dtypes.bfloat16)
+except ImportError:
+    BFLOAT16 = None
+_SUPPORTED_DTYPES = tuple(np.dtype(t) for t in (np.float16, np.float32, np.float64)) + (
+    (BFLOAT16,) if BFLOAT16 is not None else ())
+
+
+def is_float_dtype(dtype: np.dtype) -> bool:
+    """NumPy's floats, and ml_dtypes' bfloat16 (whose NumPy kind is 'V')."""
+    return dtype.kind == "f" or (BFLOAT16 is not None and dtype == BFLOAT16)
 
 
 def _physical_memory_bytes() -> int:
@@ -169,9 +180,9 @@ class NDArray:
 
 
 def _check_dtype(dtype: np.dtype) -> np.dtype:
-    if dtype.type not in _SUPPORTED_DTYPES:
+    if dtype not in _SUPPORTED_DTYPES:
         raise TypeError(f"unsupported dtype {dtype}: mxdeconv arrays are "
-                        "float16, float32 or float64")
+                        f"{', '.join(str(d) for d in _SUPPORTED_DTYPES)}")
     return dtype
 
 
@@ -192,7 +203,7 @@ def array(source: Any, dtype: Any = None) -> NDArray:
         source = np.from_dlpack(source)
     values = np.asarray(source)
     if dtype is None:
-        dtype = values.dtype if values.dtype.kind == "f" else np.float32
+        dtype = values.dtype if is_float_dtype(values.dtype) else np.float32
     dtype = _check_dtype(np.dtype(dtype))
     buffer = aligned_empty(values.shape, dtype)
     np.copyto(buffer, values, casting="unsafe")
@@ -229,7 +240,7 @@ def as_ndarray(value: Any, name: str) -> NDArray:
     if isinstance(value, NDArray):
         return value
     if isinstance(value, np.ndarray):
-        if value.dtype.kind != "f":
+        if not is_float_dtype(value.dtype):
             raise TypeError(f"{name} must be a floating-point array, got dtype {value.dtype}")
         return array(value)
     raise TypeError(f"{name} must be an NDArray or a NumPy array, "

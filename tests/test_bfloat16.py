@@ -1,0 +1,77 @@
+"""bfloat16 on the oneDNN path: fp32 accumulation, one rounding at the end.
+
+The reference runs in float64 on the *bf16-rounded* inputs, so the only error
+left is oneDNN's: the final rounding of each result to bfloat16 (at most half
+an ulp, 2**-8 of the value: bf16 keeps 8 significant bits) plus float32
+accumulation, bounded here by 2**-16 per summed term.
+"""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+
+import mxdeconv
+from mxdeconv import nd
+
+from strategies import configs, seeds, wide_channels
+
+ml_dtypes = pytest.importorskip("ml_dtypes")
+BF16 = np.dtype(ml_dtypes.bfloat16)
+
+
+def _assert_bf16_close(result, expected, terms):
+    result = np.asarray(result).astype(np.float64)
+    bound = 2.0**-8 * np.abs(expected) + 2.0**-16 * terms + 1e-30
+    excess = np.abs(result - expected) - bound
+    assert excess.max(initial=-1) <= 0, f"worst excess {excess.max()} (terms {terms})"
+
+
+def _rounded(cfg, seed):
+    arrays = [None if a is None else a.astype(BF16) for a in cfg.arrays(seed)]
+    as64 = [None if a is None else a.astype(np.float64) for a in arrays]
+    return arrays, as64
+
+
+@settings(max_examples=40, deadline=None)
+@given(cfg=configs(channels=wide_channels, max_groups=2), seed=seeds)
+def test_forward_bf16_on_onednn(cfg, seed):
+    (data, weight, bias), (data64, weight64, bias64) = _rounded(cfg, seed)
+    with mxdeconv.use_impl("onednn"):
+        out = nd.Deconvolution(data, weight, bias, **cfg.kwargs())
+    assert mxdeconv.last_impl() == "onednn"
+    assert out.dtype == BF16
+    _assert_bf16_close(out, cfg.ref_forward(data64, weight64, bias64), cfg.max_terms)
+
+
+@settings(max_examples=30, deadline=None)
+@given(cfg=configs(channels=wide_channels, max_groups=2), seed=seeds)
+def test_backward_bf16_on_onednn(cfg, seed):
+    (data, weight, bias), (data64, weight64, _) = _rounded(cfg, seed)
+    out_grad = cfg.out_grad(seed).astype(BF16)
+    with mxdeconv.use_impl("onednn"):
+        grads = nd.Deconvolution_backward(out_grad, data, weight, bias, **cfg.kwargs())
+    expected = cfg.ref_backward(out_grad.astype(np.float64), data64, weight64)
+    for got, want in zip(grads, expected):
+        if want is None:
+            assert got is None
+        else:
+            assert got.dtype == BF16
+            _assert_bf16_close(got, want, cfg.max_terms)
+
+
+def test_bf16_numpy_path_matches_onednn():
+    rng = np.random.default_rng(3)
+    data = rng.uniform(-1, 1, (2, 16, 5, 5)).astype(BF16)
+    weight = rng.uniform(-1, 1, (16, 8, 3, 3)).astype(BF16)
+    params = dict(kernel=(3, 3), stride=(2, 2), pad=(1, 1), adj=(1, 1), num_filter=8)
+    fast = nd.Deconvolution(data, weight, **params).asnumpy().astype(np.float32)
+    with mxdeconv.use_impl("numpy"):
+        slow = nd.Deconvolution(data, weight, **params).asnumpy().astype(np.float32)
+    # Both accumulate in float32 and round once: at most one bf16 ulp apart.
+    np.testing.assert_allclose(fast, slow, rtol=2.0**-7, atol=1e-6)
+
+
+def test_explain_names_the_bf16_kernel():
+    data = np.ones((1, 16, 4, 4), BF16)
+    weight = np.ones((16, 16, 3, 3), BF16)
+    text = mxdeconv.explain(data, weight, kernel=(3, 3), num_filter=16)
+    assert "onednn would run" in text
