@@ -1,0 +1,72 @@
+"""Runtime facts: the library loaded, its ISA, thread control, loading without env vars."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import mxdeconv
+from mxdeconv import nd
+
+
+def test_runtime_info_reports_loaded_onednn():
+    info = mxdeconv.runtime_info()
+    assert info["onednn_version"].startswith("3.2.")
+    assert info["cpu_isa"]  # e.g. avx512_core_bf16: whatever oneDNN dispatches to
+    assert info["num_threads"] >= 1
+
+
+def test_extension_loads_without_library_path():
+    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+    # Import from outside the checkout; find the package where it is (installed
+    # or built in place).
+    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(mxdeconv.__file__))
+    code = "import mxdeconv; print(mxdeconv.runtime_info()['onednn_version'])"
+    result = subprocess.run([sys.executable, "-c", code], env=env, cwd="/",
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().startswith("3.2.")
+
+
+def test_set_num_threads_changes_the_count_and_keeps_results():
+    before = mxdeconv.get_num_threads()
+    data = np.random.default_rng(0).standard_normal((2, 16, 5, 5)).astype(np.float32)
+    weight = np.ones((16, 8, 3, 3), np.float32)
+    params = dict(kernel=(3, 3), stride=(2, 2), num_filter=8)
+    expected = nd.Deconvolution(data, weight, **params).asnumpy()
+    try:
+        mxdeconv.set_num_threads(1)
+        assert mxdeconv.get_num_threads() == 1
+        misses = mxdeconv.cache_info()["misses"]
+        got = nd.Deconvolution(data, weight, **params).asnumpy()
+        # Primitives are planned for a thread count: a new count builds new ones.
+        assert mxdeconv.cache_info()["misses"] > misses
+    finally:
+        mxdeconv.set_num_threads(before)
+    assert mxdeconv.get_num_threads() == before
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_set_num_threads_rejects_zero():
+    with pytest.raises(mxdeconv.MXNetError, match="set_num_threads needs a count >= 1, got 0"):
+        mxdeconv.set_num_threads(0)
+
+
+def test_omp_num_threads_is_followed():
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    code = "import mxdeconv; print(mxdeconv.get_num_threads())"
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                            text=True, check=True)
+    assert result.stdout.strip() == "1"
+
+
+def test_disabling_onednn_by_environment():
+    env = dict(os.environ, MXDECONV_ONEDNN="0")
+    code = ("import numpy as np, mxdeconv; from mxdeconv import nd; "
+            "nd.Deconvolution(np.ones((1, 1, 2, 2), np.float32), "
+            "np.ones((1, 1, 2, 2), np.float32), kernel=(2, 2), num_filter=1); "
+            "print(mxdeconv.last_impl())")
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                            text=True, check=True)
+    assert result.stdout.strip() == "numpy"
