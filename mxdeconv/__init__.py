@@ -8,16 +8,17 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
-from . import autograd, nd
+from . import autograd, gluon, nd
 from .autograd import is_training, predict_mode, set_training, train_mode
-from .base import MXNetError
+from .base import Float16OverflowWarning, MXNetError
 from .deconvolution import EXTENSION_ERROR, _ops, explain
 from .ndarray import NDArray
 from .registry import last_impl, onednn_enabled, set_onednn_enabled, use_impl
 
 __version__ = "0.1.0"
 
-__all__ = ["MXNetError", "NDArray", "autograd", "cache_info", "clear_cache", "explain",
+__all__ = ["Float16OverflowWarning", "MXNetError", "NDArray", "autograd", "cache_info",
+           "clear_cache", "explain", "gluon",
            "get_num_threads", "is_training", "last_impl", "nd", "onednn_enabled",
            "predict_mode", "reorder_counts", "reset_reorder_counts", "runtime_info",
            "set_cache_capacity", "set_num_threads", "set_onednn_enabled",
@@ -31,7 +32,12 @@ def _extension():
 
 
 def runtime_info() -> Dict[str, Any]:
-    """oneDNN version and ISA actually loaded, threads, and the cache bound."""
+    """oneDNN version and ISA actually loaded, threads, and the cache bound.
+
+    >>> import mxdeconv
+    >>> sorted(mxdeconv.runtime_info())
+    ['cache_capacity', 'cpu_isa', 'num_threads', 'onednn_enabled', 'onednn_version']
+    """
     ops = _extension()
     return {"onednn_version": ops.onednn_version(), "cpu_isa": ops.cpu_isa(),
             "num_threads": ops.get_num_threads(), "onednn_enabled": onednn_enabled(),
@@ -39,32 +45,79 @@ def runtime_info() -> Dict[str, Any]:
 
 
 def set_num_threads(count: int) -> None:
-    """Run oneDNN with ``count`` OpenMP threads (default: ``OMP_NUM_THREADS``)."""
+    """Run oneDNN with ``count`` OpenMP threads (default: ``OMP_NUM_THREADS``).
+
+    >>> import mxdeconv
+    >>> previous = mxdeconv.get_num_threads()
+    >>> mxdeconv.set_num_threads(1)
+    >>> mxdeconv.get_num_threads()
+    1
+    >>> mxdeconv.set_num_threads(previous)
+    """
     _extension().set_num_threads(count)
 
 
 def get_num_threads() -> int:
+    """The number of threads oneDNN's primitives run with.
+
+    >>> import mxdeconv
+    >>> mxdeconv.get_num_threads() >= 1
+    True
+    """
     return _extension().get_num_threads()
 
 
 def cache_info() -> Dict[str, int]:
-    """This thread's primitive cache: size, capacity, hits, misses, evictions."""
+    """This thread's primitive cache: size, capacity, hits, misses, evictions.
+
+    >>> import mxdeconv
+    >>> sorted(mxdeconv.cache_info())
+    ['capacity', 'evictions', 'hits', 'misses', 'size']
+    """
     return _extension().cache_info()
 
 
 def set_cache_capacity(capacity: int) -> None:
-    """Bound the primitive cache (default 1024, or MXDECONV_PRIMITIVE_CACHE_CAPACITY)."""
+    """Bound the primitive cache (default 1024, or MXDECONV_PRIMITIVE_CACHE_CAPACITY).
+
+    >>> import mxdeconv
+    >>> previous = mxdeconv.cache_info()["capacity"]
+    >>> mxdeconv.set_cache_capacity(16)
+    >>> mxdeconv.cache_info()["capacity"]
+    16
+    >>> mxdeconv.set_cache_capacity(previous)
+    """
     _extension().set_cache_capacity(capacity)
 
 
 def clear_cache() -> None:
+    """Empty this thread's primitive cache (the hit and miss counters are kept).
+
+    >>> import mxdeconv
+    >>> mxdeconv.clear_cache()
+    >>> mxdeconv.cache_info()["size"]
+    0
+    """
     _extension().clear_cache()
 
 
 def reorder_counts() -> Dict[str, int]:
-    """Reorders run so far, by tensor: data, weights, bias, out_grad, out, to_default."""
+    """Reorders run so far, by tensor: data, weights, bias, out_grad, out, to_default.
+
+    >>> import mxdeconv
+    >>> mxdeconv.reset_reorder_counts()
+    >>> sum(mxdeconv.reorder_counts().values())
+    0
+    """
     return _extension().reorder_counts()
 
 
 def reset_reorder_counts() -> None:
+    """Set every count of :func:`reorder_counts` back to zero.
+
+    >>> import mxdeconv
+    >>> mxdeconv.reset_reorder_counts()
+    >>> mxdeconv.reorder_counts().get("to_default", 0)
+    0
+    """
     _extension().reset_reorder_counts()

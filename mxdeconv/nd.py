@@ -13,10 +13,13 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence, Tuple, Union
 
 from .deconvolution import deconvolution, deconvolution_backward
-from .ndarray import NDArray, array, empty, ones, zeros
+from .elementwise import add, multiply, relu
+from .ndarray import (NDArray, array, empty, from_dlpack, ones, to_dlpack_for_read,
+                      to_dlpack_for_write, zeros)
 
-__all__ = ["Deconvolution", "Deconvolution_backward", "NDArray", "array", "empty",
-           "ones", "zeros"]
+__all__ = ["Deconvolution", "Deconvolution_backward", "NDArray", "add", "array", "empty",
+           "from_dlpack", "multiply", "ones", "relu", "to_dlpack_for_read",
+           "to_dlpack_for_write", "zeros"]
 
 
 def Deconvolution(data: Any, weight: Any, bias: Any = None, out: Optional[NDArray] = None,
@@ -41,6 +44,11 @@ def Deconvolution(data: Any, weight: Any, bias: Any = None, out: Optional[NDArra
     (``pad``/``adj`` inferred from ``target_shape`` when it is set).  The result
     may hold a oneDNN blocked layout (see ``NDArray.layout``); reading it
     turns it to the default layout.
+
+    Inside :func:`mxdeconv.autograd.record` the call is recorded for
+    ``backward()`` when an input needs a gradient (with ``out=`` and
+    ``req="add"`` only the new term is differentiated: the previous contents
+    of ``out`` count as a constant).
 
     >>> import numpy as np
     >>> from mxdeconv import nd

@@ -123,7 +123,12 @@ class NDArray:
 
     # -- layout changes -----------------------------------------------------
     def reorder_to_default(self) -> "NDArray":
-        """Turn a blocked buffer into plain row-major memory, in place; returns self."""
+        """Turn a blocked buffer into plain row-major memory, in place; returns self.
+
+        >>> from mxdeconv import nd
+        >>> nd.ones((1, 16, 2, 2)).reorder_to_default().layout
+        'default'
+        """
         if self._desc is not None:
             from . import _ops
             plain = aligned_empty(self._shape, self._dtype)
@@ -146,27 +151,69 @@ class NDArray:
         return self.reorder_to_default()._buffer.copy()
 
     def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> np.ndarray:
+        """``np.asarray(arr)``: a view of the default-layout buffer (a blocked array
+        is turned into the default layout first, in place); a copy only when
+        ``copy=True`` or another ``dtype`` is asked for (``copy=False`` then raises).
+
+        >>> import numpy as np
+        >>> from mxdeconv import nd
+        >>> x = nd.zeros((2,))
+        >>> view = np.asarray(x)
+        >>> view[0] = 5
+        >>> x.asnumpy()
+        array([5., 0.], dtype=float32)
+        """
         view = self.reorder_to_default()._buffer
         if dtype is not None and np.dtype(dtype) != view.dtype:
+            if copy is False:
+                raise ValueError(f"cannot view a {view.dtype} NDArray as {np.dtype(dtype)} "
+                                 "without a copy")
             return view.astype(dtype)
         return view.copy() if copy else view
 
     def asscalar(self) -> Any:
+        """The value of a one-element array as a Python number.
+
+        >>> from mxdeconv import nd
+        >>> nd.array([2.5]).asscalar()
+        2.5
+        """
         if self.size != 1:
             raise MXNetError(f"The current array is not a scalar: shape {self._shape}")
         return self.asnumpy().reshape(()).item()
 
     def wait_to_read(self) -> None:
-        """MXNet compatibility: every operation here is synchronous."""
+        """MXNet compatibility: every operation here is synchronous.
+
+        >>> from mxdeconv import nd
+        >>> nd.ones((2,)).wait_to_read()
+        """
 
     def wait_to_write(self) -> None:
-        """MXNet compatibility: every operation here is synchronous."""
+        """MXNet compatibility: every operation here is synchronous.
+
+        >>> from mxdeconv import nd
+        >>> nd.ones((2,)).wait_to_write()
+        """
 
     def copy(self) -> "NDArray":
-        """A deep copy in the default layout."""
+        """A deep copy in the default layout.
+
+        >>> from mxdeconv import nd
+        >>> x = nd.ones((2,))
+        >>> y = x.copy()
+        >>> y is x, y.asnumpy()
+        (False, array([1., 1.], dtype=float32))
+        """
         return array(self.asnumpy())
 
     def astype(self, dtype: Any) -> "NDArray":
+        """A copy converted to ``dtype``.
+
+        >>> from mxdeconv import nd
+        >>> nd.ones((2,)).astype("float64").dtype
+        dtype('float64')
+        """
         return array(self.asnumpy(), dtype=dtype)
 
     def __repr__(self) -> str:
@@ -177,6 +224,111 @@ class NDArray:
         if not self._shape:
             raise TypeError("len() of a 0-d NDArray")
         return self._shape[0]
+
+    # -- autograd (see mxdeconv.autograd) -----------------------------------
+    def attach_grad(self, grad_req: str = "write", stype: Any = None) -> None:
+        """Make this array a variable: backward puts its gradient in :attr:`grad`.
+
+        ``grad_req`` is ``"write"`` (each backward overwrites), ``"add"``
+        (backward calls accumulate) or ``"null"`` (no gradient).  The gradient
+        starts as zeros, in this array's shape and dtype.
+
+        >>> from mxdeconv import autograd, nd
+        >>> x = nd.array([1.0, 2.0])
+        >>> x.attach_grad()
+        >>> with autograd.record():
+        ...     y = x * x
+        >>> y.backward()
+        >>> x.grad.asnumpy()
+        array([2., 4.], dtype=float32)
+        """
+        if stype not in (None, "default"):
+            raise MXNetError(f"stype {stype!r} is not supported: only dense arrays")
+        from .autograd import mark_variables
+        mark_variables(self, zeros(self._shape, self._dtype), grad_req)
+
+    @property
+    def grad(self) -> Optional["NDArray"]:
+        """The gradient attached by :meth:`attach_grad` (None if there is none)."""
+        return self._grad
+
+    @property
+    def grad_req(self) -> str:
+        """``"write"``, ``"add"`` or ``"null"`` (set by :meth:`attach_grad`)."""
+        return self._grad_req
+
+    def backward(self, out_grad: Optional["NDArray"] = None, retain_graph: bool = False,
+                 train_mode: bool = True) -> None:
+        """Backpropagate from this array, the result of recorded operators.
+
+        ``out_grad`` is the gradient of the loss with respect to this array
+        (None: ones).  See :func:`mxdeconv.autograd.backward`.
+
+        >>> from mxdeconv import autograd, nd
+        >>> x = nd.array([3.0])
+        >>> x.attach_grad()
+        >>> with autograd.record():
+        ...     y = x * 2
+        >>> y.backward(nd.array([10.0]))
+        >>> x.grad.asnumpy()
+        array([20.], dtype=float32)
+        """
+        from .autograd import backward
+        backward([self], [out_grad], retain_graph=retain_graph, train_mode=train_mode)
+
+    def detach(self) -> "NDArray":
+        """A new array sharing this buffer, outside any recorded graph.
+
+        >>> from mxdeconv import nd
+        >>> x = nd.ones((2,))
+        >>> x.detach().shape
+        (2,)
+        """
+        return NDArray(self._buffer, self._desc, self._shape)
+
+    # -- elementwise arithmetic (mxdeconv.elementwise) -----------------------
+    def __add__(self, other: Any) -> "NDArray":
+        from .elementwise import add
+        return add(self, other)
+
+    def __radd__(self, other: Any) -> "NDArray":
+        from .elementwise import add
+        return add(other, self)
+
+    def __mul__(self, other: Any) -> "NDArray":
+        from .elementwise import multiply
+        return multiply(self, other)
+
+    def __rmul__(self, other: Any) -> "NDArray":
+        from .elementwise import multiply
+        return multiply(other, self)
+
+    # -- DLPack ---------------------------------------------------------------
+    def __dlpack__(self, stream: Any = None, **kwargs: Any) -> Any:
+        """Export the default-layout buffer as a DLPack capsule, without a copy.
+
+        A blocked array is turned into the default layout first (in place), so
+        ``np.from_dlpack(arr)`` or ``torch.from_dlpack(arr)`` always sees plain
+        row-major memory, shared with this array (until an operator gives the
+        array a new buffer, as an inference weight's first use does).
+        Keyword arguments (``max_version``, ``dl_device``, ``copy``) are
+        passed on to NumPy's exporter.
+
+        >>> import numpy as np
+        >>> from mxdeconv import nd
+        >>> x = nd.ones((2, 2))
+        >>> np.shares_memory(np.from_dlpack(x), np.asarray(x))
+        True
+        """
+        buffer = self.reorder_to_default()._buffer
+        kwargs = {k: v for k, v in kwargs.items() if v is not None}
+        if stream is not None:
+            kwargs["stream"] = stream
+        return buffer.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self) -> Tuple[int, int]:
+        """``(1, 0)``: DLPack's ``kDLCPU``, device 0."""
+        return (1, 0)
 
 
 def _check_dtype(dtype: np.dtype) -> np.dtype:
@@ -200,10 +352,14 @@ def array(source: Any, dtype: Any = None) -> NDArray:
     if isinstance(source, NDArray):
         source = source.asnumpy()
     elif hasattr(source, "__dlpack__") and not isinstance(source, np.ndarray):
+        if callable(getattr(source, "detach", None)):  # a torch tensor that requires grad
+            source = source.detach()
         source = np.from_dlpack(source)
+    python_values = not (isinstance(source, np.ndarray) or hasattr(source, "__array__"))
     values = np.asarray(source)
-    if dtype is None:
-        dtype = values.dtype if is_float_dtype(values.dtype) else np.float32
+    if dtype is None:  # Python lists and numbers: float32, as in MXNet
+        dtype = values.dtype if is_float_dtype(values.dtype) and not python_values \
+            else np.float32
     dtype = _check_dtype(np.dtype(dtype))
     buffer = aligned_empty(values.shape, dtype)
     np.copyto(buffer, values, casting="unsafe")
@@ -211,7 +367,12 @@ def array(source: Any, dtype: Any = None) -> NDArray:
 
 
 def empty(shape: Any, dtype: Any = np.float32) -> NDArray:
-    """An uninitialised NDArray in the default layout."""
+    """An uninitialised NDArray in the default layout.
+
+    >>> from mxdeconv import nd
+    >>> nd.empty((2, 3)).shape
+    (2, 3)
+    """
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     return NDArray(aligned_empty(shape, _check_dtype(np.dtype(dtype))))
 
@@ -229,10 +390,95 @@ def zeros(shape: Any, dtype: Any = np.float32) -> NDArray:
 
 
 def ones(shape: Any, dtype: Any = np.float32) -> NDArray:
-    """An NDArray of ones."""
+    """An NDArray of ones.
+
+    >>> from mxdeconv import nd
+    >>> nd.ones((2,), dtype="float64").asnumpy()
+    array([1., 1.])
+    """
     out = empty(shape, dtype)
     out._buffer.fill(1)
     return out
+
+
+class _Capsule:
+    """Wrap a bare DLPack capsule (MXNet's ``to_dlpack_for_read`` style) for
+    ``np.from_dlpack``, which takes objects with ``__dlpack__``."""
+
+    def __init__(self, capsule: Any) -> None:
+        self._capsule = capsule
+
+    def __dlpack__(self, stream: Any = None, **kwargs: Any) -> Any:
+        return self._capsule  # versioned or not: the importer reads its name
+
+    def __dlpack_device__(self) -> Tuple[int, int]:
+        return (1, 0)
+
+
+def from_dlpack(source: Any) -> NDArray:
+    """An NDArray sharing the memory of a DLPack tensor, without a copy.
+
+    ``source`` is an object with ``__dlpack__`` (a PyTorch tensor, a NumPy
+    array, another NDArray) or a DLPack capsule.  It must be a C-contiguous
+    CPU tensor of float16, float32 or float64; anything else raises rather
+    than copying silently (use :func:`array` to copy).  Writes through either
+    side are seen by the other.  A tensor imported through a legacy
+    (unversioned) capsule, such as :func:`to_dlpack_for_read` returns, is
+    read-only: DLPack 0.x cannot say whether writing is allowed, so NumPy
+    refuses it; the NDArray can still be an operator's input.
+
+    >>> import numpy as np
+    >>> from mxdeconv import nd
+    >>> values = np.zeros((2, 3), dtype=np.float32)
+    >>> x = nd.from_dlpack(values)
+    >>> values[0, 0] = 7
+    >>> float(x.asnumpy()[0, 0])
+    7.0
+    """
+    if type(source).__name__ == "PyCapsule":
+        source = _Capsule(source)
+    try:
+        view = np.from_dlpack(source)
+    except (BufferError, RuntimeError) as error:
+        raise MXNetError(f"from_dlpack: cannot import {type(source).__name__}: {error}") \
+            from error
+    _check_dtype(view.dtype)
+    if not view.flags.c_contiguous:
+        raise MXNetError(f"from_dlpack: the tensor of shape {view.shape} is not C-contiguous "
+                         f"(strides {view.strides}); make it contiguous or use nd.array()")
+    return NDArray(view)
+
+
+def to_dlpack_for_read(data: NDArray) -> Any:
+    """A DLPack capsule of ``data``'s default-layout buffer (MXNet's name).
+
+    It is a legacy (DLPack 0.x) capsule, which importers treat as read-only.
+
+    >>> from mxdeconv import nd
+    >>> nd.from_dlpack(nd.to_dlpack_for_read(nd.ones((2,)))).asnumpy()
+    array([1., 1.], dtype=float32)
+    """
+    return data.__dlpack__()
+
+
+def to_dlpack_for_write(data: NDArray) -> Any:
+    """A writable DLPack capsule of ``data``'s default-layout buffer (MXNet's name).
+
+    A versioned (DLPack 1.0) capsule where NumPy can make one (NumPy >= 2.1),
+    so that importers may write through it; else the legacy capsule.
+
+    >>> import numpy as np
+    >>> from mxdeconv import nd
+    >>> x = nd.zeros((2,))
+    >>> view = nd.from_dlpack(nd.to_dlpack_for_write(x))
+    >>> np.asarray(view)[1] = 3
+    >>> x.asnumpy()
+    array([0., 3.], dtype=float32)
+    """
+    try:
+        return data.__dlpack__(max_version=(1, 0))
+    except TypeError:  # NumPy < 2.1 exports legacy capsules only
+        return data.__dlpack__()
 
 
 def as_ndarray(value: Any, name: str) -> NDArray:

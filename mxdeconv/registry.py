@@ -132,6 +132,14 @@ def use_impl(name: str) -> Iterator[None]:
     """Force implementation ``name`` ("onednn" or "numpy") inside the scope.
 
     A call the forced implementation cannot run raises :class:`MXNetError`.
+
+    >>> import numpy as np, mxdeconv
+    >>> from mxdeconv import nd
+    >>> x, w = nd.ones((1, 2, 3, 3)), nd.ones((2, 1, 2, 2))
+    >>> with mxdeconv.use_impl("numpy"):
+    ...     y = nd.Deconvolution(x, w, kernel=(2, 2), num_filter=1)
+    >>> mxdeconv.last_impl()
+    'numpy'
     """
     previous = getattr(_local, "forced", None)
     _local.forced = name
@@ -142,11 +150,24 @@ def use_impl(name: str) -> Iterator[None]:
 
 
 def set_onednn_enabled(enabled: bool) -> bool:
-    """Switch the oneDNN path on or off for every thread; returns the old value."""
+    """Switch the oneDNN path on or off for every thread; returns the old value.
+
+    >>> import mxdeconv
+    >>> previous = mxdeconv.set_onednn_enabled(False)
+    >>> mxdeconv.onednn_enabled()
+    False
+    >>> _ = mxdeconv.set_onednn_enabled(previous)
+    """
     global _onednn_enabled
     previous, _onednn_enabled = _onednn_enabled, bool(enabled)
     return previous
 
 
 def onednn_enabled() -> bool:
+    """Whether dispatch may choose the oneDNN path (see :func:`set_onednn_enabled`).
+
+    >>> import mxdeconv
+    >>> isinstance(mxdeconv.onednn_enabled(), bool)
+    True
+    """
     return _onednn_enabled

@@ -1,0 +1,630 @@
+"""Gluon-style transposed-convolution layers: ``Conv1DTranspose``, ``Conv2DTranspose``,
+``Conv3DTranspose``, with MXNet 1.9.1 Gluon's constructor arguments.
+
+>>> import numpy as np
+>>> from mxdeconv import gluon, nd
+>>> layer = gluon.Conv2DTranspose(8, kernel_size=4, strides=2, padding=1, in_channels=16)
+>>> layer.initialize()
+>>> layer(nd.ones((1, 16, 5, 5))).shape
+(1, 8, 10, 10)
+>>> layer.weight.shape        # MXNet's Deconvolution weight: (C_in, channels // groups, *k)
+(16, 8, 4, 4)
+
+Initialisation follows MXNet 1.9.1 Gluon (line numbers of the 1.9.1 release,
+``mxnet==1.9.1`` on PyPI):
+
+* ``python/mxnet/gluon/block.py:640``:
+  ``def initialize(self, init=initializer.Uniform(), ...)``;
+* ``python/mxnet/initializer.py:506``: ``Uniform.__init__(self, scale=0.07)``,
+  values in ``[-scale, scale]``;
+* ``python/mxnet/gluon/parameter.py:463``:
+  ``init = default_init if self.init is None else self.init``;
+* ``python/mxnet/gluon/nn/conv_layers.py:590-593``: ``Conv2DTranspose`` (and the
+  1-D/3-D ones) take ``weight_initializer=None, bias_initializer='zeros'``.
+
+So a default layer has weights uniform in ``[-0.07, 0.07]`` and zero biases.
+Random values come from NumPy's global generator (``np.random.seed`` makes them
+repeatable); they cannot match MXNet's generator value for value, only in
+distribution (``tests/test_gluon.py`` compares with a layer initialised by MXNet).
+
+Parameters save to and load from ``.npz`` files of NumPy arrays keyed
+``weight`` and ``bias`` (the names MXNet's ``save_parameters`` uses for a
+lone layer); :meth:`~_ConvTranspose.load_parameters` also accepts MXNet's
+prefixed names such as ``conv0_weight``.  MXNet's binary
+``.params`` format is not read: export from MXNet with
+``np.savez(path, weight=layer.weight.data().asnumpy(), bias=layer.bias.data().asnumpy())``.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+import re
+import threading
+from typing import Any, Dict, Optional, Sequence, Tuple
+
+import numpy as np
+
+from . import elementwise, nd
+from .base import MXNetError
+from .ndarray import NDArray, array
+
+__all__ = ["Constant", "Conv1DTranspose", "Conv2DTranspose", "Conv3DTranspose",
+           "Initializer", "Normal", "One", "Parameter", "ParameterDict", "Uniform",
+           "Xavier", "Zero"]
+
+
+# -- initializers ----------------------------------------------------------------
+class Initializer:
+    """Base initializer, MXNet-style: parameters named ``*weight`` get
+    :meth:`_init_weight`, ``*bias`` get zeros.
+
+    >>> from mxdeconv import gluon
+    >>> gluon.Constant(2.0)("dense0_weight", (2,), "float32").tolist()
+    [2.0, 2.0]
+    """
+
+    def __call__(self, name: str, shape: Tuple[int, ...], dtype: Any) -> np.ndarray:
+        if name.endswith("bias"):
+            values = np.zeros(shape)
+        else:
+            values = self._init_weight(name, shape)
+        return np.asarray(values, dtype=dtype)
+
+    def _init_weight(self, name: str, shape: Tuple[int, ...]) -> np.ndarray:
+        raise NotImplementedError(f"{type(self).__name__} must implement _init_weight")
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
+        return f"{type(self).__name__}({fields})"
+
+
+class Uniform(Initializer):
+    """Uniform in ``[-scale, scale]``; MXNet's default ``scale=0.07``.
+
+    >>> import numpy as np
+    >>> from mxdeconv import gluon
+    >>> w = gluon.Uniform()("conv0_weight", (1000,), "float32")
+    >>> bool(np.abs(w).max() <= 0.07)
+    True
+    """
+
+    def __init__(self, scale: float = 0.07) -> None:
+        self.scale = scale
+
+    def _init_weight(self, name: str, shape: Tuple[int, ...]) -> np.ndarray:
+        return np.random.uniform(-self.scale, self.scale, size=shape)
+
+
+class Normal(Initializer):
+    """Normal with mean 0 and standard deviation ``sigma`` (MXNet default 0.01).
+
+    >>> from mxdeconv import gluon
+    >>> gluon.Normal(0.02)("conv0_weight", (3,), "float32").shape
+    (3,)
+    """
+
+    def __init__(self, sigma: float = 0.01) -> None:
+        self.sigma = sigma
+
+    def _init_weight(self, name: str, shape: Tuple[int, ...]) -> np.ndarray:
+        return np.random.normal(0.0, self.sigma, size=shape)
+
+
+class Constant(Initializer):
+    """Every weight entry ``value`` (biases too, unlike the other initializers).
+
+    >>> from mxdeconv import gluon
+    >>> gluon.Constant(0.5)("conv0_bias", (2,), "float32").tolist()
+    [0.5, 0.5]
+    """
+
+    def __init__(self, value: float) -> None:
+        self.value = value
+
+    def __call__(self, name: str, shape: Tuple[int, ...], dtype: Any) -> np.ndarray:
+        return np.full(shape, self.value, dtype=dtype)
+
+
+class Zero(Constant):
+    """Zeros (``"zeros"``).
+
+    >>> from mxdeconv import gluon
+    >>> gluon.Zero()("conv0_weight", (2,), "float32").tolist()
+    [0.0, 0.0]
+    """
+
+    def __init__(self) -> None:
+        super().__init__(0.0)
+
+
+class One(Constant):
+    """Ones (``"ones"``).
+
+    >>> from mxdeconv import gluon
+    >>> gluon.One()("conv0_weight", (2,), "float32").tolist()
+    [1.0, 1.0]
+    """
+
+    def __init__(self) -> None:
+        super().__init__(1.0)
+
+
+class Xavier(Initializer):
+    """MXNet's ``Xavier(rnd_type, factor_type, magnitude)``.
+
+    ``fan_in = shape[1] * prod(shape[2:])``, ``fan_out = shape[0] * prod(shape[2:])``
+    (MXNet's convention, whatever the layer); the scale is
+    ``sqrt(magnitude / factor)`` with factor the average of the fans
+    (``"avg"``), ``fan_in`` or ``fan_out``.
+
+    >>> import numpy as np
+    >>> from mxdeconv import gluon
+    >>> w = gluon.Xavier()("conv0_weight", (4, 4, 3, 3), "float32")
+    >>> bool(np.abs(w).max() <= np.sqrt(3 / 36))
+    True
+    """
+
+    def __init__(self, rnd_type: str = "uniform", factor_type: str = "avg",
+                 magnitude: float = 3) -> None:
+        if rnd_type not in ("uniform", "gaussian"):
+            raise MXNetError(f"Xavier rnd_type must be 'uniform' or 'gaussian', got {rnd_type!r}")
+        if factor_type not in ("avg", "in", "out"):
+            raise MXNetError(f"Xavier factor_type must be 'avg', 'in' or 'out', "
+                             f"got {factor_type!r}")
+        self.rnd_type, self.factor_type, self.magnitude = rnd_type, factor_type, magnitude
+
+    def _init_weight(self, name: str, shape: Tuple[int, ...]) -> np.ndarray:
+        if len(shape) < 2:
+            raise MXNetError(f"Xavier needs at least 2 dims, got shape {shape} for {name}")
+        receptive = math.prod(shape[2:])
+        fan_in, fan_out = shape[1] * receptive, shape[0] * receptive
+        factor = {"avg": (fan_in + fan_out) / 2.0, "in": fan_in, "out": fan_out}[self.factor_type]
+        scale = math.sqrt(self.magnitude / factor)
+        if self.rnd_type == "uniform":
+            return np.random.uniform(-scale, scale, size=shape)
+        return np.random.normal(0.0, scale, size=shape)
+
+
+_NAMED = {"zeros": Zero, "zero": Zero, "ones": One, "one": One, "uniform": Uniform,
+          "normal": Normal, "xavier": Xavier}
+
+
+def _create_initializer(init: Any) -> Initializer:
+    if isinstance(init, Initializer):
+        return init
+    if isinstance(init, str) and init.lower() in _NAMED:
+        return _NAMED[init.lower()]()
+    raise MXNetError(f"unknown initializer {init!r}: use an Initializer or one of "
+                     f"{sorted(_NAMED)}")
+
+
+# -- parameters ------------------------------------------------------------------
+class Parameter:
+    """A layer's weight or bias: an NDArray, its gradient, and how to initialise it.
+
+    A shape with a 0 is not known yet (``in_channels=0``): initialisation is
+    deferred to the first forward, as in MXNet.
+
+    >>> from mxdeconv import gluon
+    >>> p = gluon.Parameter("w", shape=(2, 3))
+    >>> p.initialize(init=gluon.One())
+    >>> p.data().shape, p.grad().asnumpy().sum().item()
+    ((2, 3), 0.0)
+    """
+
+    def __init__(self, name: str, shape: Tuple[int, ...] = (), dtype: Any = "float32",
+                 init: Any = None, grad_req: str = "write",
+                 allow_deferred_init: bool = True) -> None:
+        self.name = name
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = np.dtype(dtype)
+        self.init = init
+        self.allow_deferred_init = allow_deferred_init
+        self._grad_req = self._check_grad_req(grad_req)
+        self._data: Optional[NDArray] = None
+        self._deferred: Optional[Initializer] = None
+
+    @staticmethod
+    def _check_grad_req(grad_req: str) -> str:
+        if grad_req not in ("write", "add", "null"):
+            raise MXNetError(f"grad_req must be 'write', 'add' or 'null', got {grad_req!r}")
+        return grad_req
+
+    def __repr__(self) -> str:
+        return f"Parameter {self.name} (shape={self.shape}, dtype={self.dtype})"
+
+    @property
+    def grad_req(self) -> str:
+        return self._grad_req
+
+    @grad_req.setter
+    def grad_req(self, value: str) -> None:
+        self._grad_req = self._check_grad_req(value)
+        if self._data is not None:
+            self._attach()
+
+    @property
+    def shape_known(self) -> bool:
+        return all(s > 0 for s in self.shape)
+
+    def _attach(self) -> None:
+        if self._grad_req == "null":
+            self._data._grad, self._data._grad_req = None, "null"
+        else:
+            self._data.attach_grad(self._grad_req)
+
+    def initialize(self, init: Any = None, ctx: Any = None,
+                   default_init: Any = None, force_reinit: bool = False) -> None:
+        """Fill the parameter: with ``init`` if given, else its own ``init``,
+        else ``default_init`` (default :class:`Uniform`), as MXNet does.
+        ``ctx`` is accepted and ignored (everything runs on the CPU)."""
+        del ctx
+        if self._data is not None and not force_reinit:
+            return
+        if init is None:
+            init = self.init if self.init is not None else (
+                default_init if default_init is not None else Uniform())
+        initializer = _create_initializer(init)
+        if not self.shape_known:
+            if not self.allow_deferred_init:
+                raise MXNetError(f"Cannot initialize Parameter '{self.name}' because it has "
+                                 f"invalid shape: {self.shape}.")
+            self._data, self._deferred = None, initializer
+            return
+        self._set(initializer(self.name, self.shape, self.dtype))
+
+    def _finish_deferred_init(self, shape: Tuple[int, ...]) -> None:
+        """Complete the shape (fill its zeros from ``shape``) and initialise."""
+        if self._deferred is None:
+            raise MXNetError(f"Parameter '{self.name}' has not been initialized. You "
+                             "should initialize parameters with Block.initialize()")
+        self._complete_shape(shape)
+        initializer, self._deferred = self._deferred, None
+        self._set(initializer(self.name, self.shape, self.dtype))
+
+    def _complete_shape(self, shape: Sequence[int]) -> None:
+        shape = tuple(int(s) for s in shape)
+        if len(shape) != len(self.shape) or any(
+                known and known != given for known, given in zip(self.shape, shape)):
+            raise MXNetError(f"shape {shape} is incompatible with Parameter '{self.name}' "
+                             f"of shape {self.shape}")
+        self.shape = shape
+
+    def _set(self, values: np.ndarray) -> None:
+        self._data = array(values, dtype=self.dtype)
+        self._attach()
+
+    def data(self, ctx: Any = None) -> NDArray:
+        """The parameter's NDArray (its ``.grad`` is :meth:`grad`)."""
+        if self._data is None:
+            if self._deferred is not None:
+                raise MXNetError(
+                    f"Parameter '{self.name}' has not been initialized yet because "
+                    "initialization was deferred. Actual initialization happens during the "
+                    "first forward pass. Please pass one batch of data through the network "
+                    "before accessing Parameters.")
+            raise MXNetError(f"Parameter '{self.name}' has not been initialized. You should "
+                             "initialize parameters with Block.initialize()")
+        return self._data
+
+    def grad(self, ctx: Any = None) -> NDArray:
+        """The gradient backward writes (or adds) into."""
+        data = self.data()
+        if data._grad is None:
+            raise MXNetError(f"Cannot get gradient array for Parameter '{self.name}' "
+                             "because grad_req='null'")
+        return data._grad
+
+    def set_data(self, value: Any) -> None:
+        """Replace the values (the shape is completed from ``value`` if still unknown)."""
+        values = value.asnumpy() if isinstance(value, NDArray) else np.asarray(value)
+        if not self.shape_known:
+            self._complete_shape(values.shape)
+            self._deferred = None
+        elif values.shape != self.shape:
+            raise MXNetError(f"Parameter '{self.name}' has shape {self.shape}, "
+                             f"cannot set data of shape {values.shape}")
+        self._set(values)
+
+    def zero_grad(self) -> None:
+        """Set the gradient to zeros."""
+        if self._data is not None and self._data._grad is not None:
+            np.asarray(self._data._grad)[...] = 0
+
+    def cast(self, dtype: Any) -> None:
+        """Change the dtype of the values (and gradient)."""
+        self.dtype = np.dtype(dtype)
+        if self._data is not None:
+            self._set(self._data.asnumpy())
+
+
+class ParameterDict(dict):
+    """``{full name: Parameter}``, with MXNet's bulk helpers.
+
+    >>> from mxdeconv import gluon
+    >>> layer = gluon.Conv1DTranspose(2, 3, in_channels=2, prefix="up_")
+    >>> sorted(layer.collect_params())
+    ['up_bias', 'up_weight']
+    """
+
+    def initialize(self, init: Any = None, ctx: Any = None, verbose: bool = False,
+                   force_reinit: bool = False) -> None:
+        for param in self.values():
+            param.initialize(None, ctx, init, force_reinit)
+
+    def zero_grad(self) -> None:
+        for param in self.values():
+            param.zero_grad()
+
+    def setattr(self, name: str, value: Any) -> None:
+        for param in self.values():
+            setattr(param, name, value)
+
+
+# -- layers ------------------------------------------------------------------------
+_name_counts: Dict[str, int] = {}
+_name_lock = threading.Lock()
+
+
+def _auto_prefix(base: str) -> str:
+    """MXNet's automatic prefix: the block's alias and a per-alias count
+    (every convolution layer's alias is ``conv``: ``conv0_``, ``conv1_``, ...)."""
+    with _name_lock:
+        count = _name_counts.get(base, 0)
+        _name_counts[base] = count + 1
+    return f"{base}{count}_"
+
+
+def _tuple(name: str, value: Any, ndim: int) -> Tuple[int, ...]:
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return (int(value),) * ndim
+    value = tuple(value)
+    if len(value) != ndim:
+        raise MXNetError(f"{name} must be a number or a list of {ndim} ints, got {value}")
+    return tuple(int(v) for v in value)
+
+
+class _ConvTranspose:
+    """Shared implementation of the transposed-convolution layers."""
+
+    _ndim = 2
+    _layout = "NCHW"
+
+    def __init__(self, channels: int, kernel_size: Any, strides: Any = 1, padding: Any = 0,
+                 output_padding: Any = 0, dilation: Any = 1, groups: int = 1,
+                 layout: Optional[str] = None, activation: Optional[str] = None,
+                 use_bias: bool = True, weight_initializer: Any = None,
+                 bias_initializer: Any = "zeros", in_channels: int = 0,
+                 prefix: Optional[str] = None, params: Any = None) -> None:
+        ndim = self._ndim
+        if layout is not None and layout != self._layout:
+            raise MXNetError(f"Only supports '{self._layout}' layout for now, got {layout!r}")
+        if activation not in (None, "relu"):
+            raise MXNetError(f"activation {activation!r} is not supported: None or 'relu'")
+        if params is not None:
+            raise MXNetError("sharing parameters through params= is not supported")
+        self._channels = int(channels)
+        self._in_channels = int(in_channels)
+        self._kwargs = {
+            "kernel": _tuple("kernel_size", kernel_size, ndim),
+            "stride": _tuple("strides", strides, ndim),
+            "dilate": _tuple("dilation", dilation, ndim),
+            "pad": _tuple("padding", padding, ndim),
+            "adj": _tuple("output_padding", output_padding, ndim),
+            "num_filter": self._channels, "num_group": int(groups),
+            "no_bias": not use_bias, "layout": self._layout}
+        self.outpad = self._kwargs["adj"]
+        if self._channels % int(groups):
+            raise MXNetError(f"channels={channels} must be divisible by groups={groups}")
+        self._activation = activation
+        self.prefix = _auto_prefix("conv") if prefix is None else prefix
+        self.weight = Parameter(
+            self.prefix + "weight",
+            (self._in_channels, self._channels // int(groups)) + self._kwargs["kernel"],
+            init=weight_initializer)
+        self.bias = (Parameter(self.prefix + "bias", (self._channels,), init=bias_initializer)
+                     if use_bias else None)
+
+    # -- MXNet Block API --------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.prefix[:-1] if self.prefix.endswith("_") else self.prefix
+
+    def _structural(self) -> Dict[str, Parameter]:
+        params = {"weight": self.weight}
+        if self.bias is not None:
+            params["bias"] = self.bias
+        return params
+
+    def collect_params(self, select: Optional[str] = None) -> ParameterDict:
+        """The parameters by full name; ``select`` is a regular expression on it."""
+        pattern = re.compile(select) if select else None
+        return ParameterDict((p.name, p) for p in self._structural().values()
+                             if pattern is None or pattern.match(p.name))
+
+    @property
+    def params(self) -> ParameterDict:
+        return self.collect_params()
+
+    def initialize(self, init: Any = None, ctx: Any = None, verbose: bool = False,
+                   force_reinit: bool = False) -> None:
+        """Initialise the parameters; ``init`` (default :class:`Uniform`, as MXNet's
+        ``Block.initialize``) applies to those created without an initializer."""
+        self.collect_params().initialize(Uniform() if init is None else init, ctx,
+                                         verbose, force_reinit)
+
+    def hybridize(self, active: bool = True, **kwargs: Any) -> None:
+        """Accepted for MXNet compatibility; every call is imperative anyway."""
+
+    def cast(self, dtype: Any) -> None:
+        for param in self._structural().values():
+            param.cast(dtype)
+
+    def save_parameters(self, filename: str, deduplicate: bool = False) -> None:
+        """Save ``weight`` and ``bias`` to ``filename`` (a ``.npz`` archive, written
+        under exactly that name)."""
+        arrays = {key: p.data().asnumpy() for key, p in self._structural().items()}
+        with open(filename, "wb") as handle:
+            np.savez(handle, **arrays)
+
+    def load_parameters(self, filename: str, ctx: Any = None, allow_missing: bool = False,
+                        ignore_extra: bool = False, cast_dtype: bool = False,
+                        dtype_source: str = "current") -> None:
+        """Load a ``.npz`` written by :meth:`save_parameters` or by NumPy from MXNet.
+
+        Keys are ``weight``/``bias``, or MXNet's full names ending in
+        ``_weight``/``_bias`` (e.g. ``conv0_weight``, as
+        ``net.collect_params()`` names them).  As in MXNet,
+        a dtype other than the parameter's is refused unless ``cast_dtype=True``
+        (``dtype_source="saved"`` then adopts the file's dtype); an unknown
+        ``in_channels`` is taken from the saved weight.
+        """
+        with np.load(filename, allow_pickle=False) as archive:
+            loaded = {key: archive[key] for key in archive.files}
+        used = set()
+        for key, param in self._structural().items():
+            matches = [k for k in loaded if k == key] or \
+                [k for k in loaded if k.endswith("_" + key)]
+            if len(matches) > 1:
+                raise MXNetError(f"{filename}: several arrays could be '{key}': {matches}")
+            if not matches:
+                if allow_missing:
+                    continue
+                raise MXNetError(f"Parameter '{key}' is missing in file '{filename}', which "
+                                 f"contains {sorted(loaded)}. Set allow_missing=True to "
+                                 "ignore missing parameters.")
+            values = loaded[matches[0]]
+            used.add(matches[0])
+            if values.dtype != param.dtype:
+                if not cast_dtype:
+                    raise MXNetError(
+                        f"Failed loading Parameter '{param.name}' from saved params: dtype "
+                        f"incompatible expected {param.dtype} vs saved {values.dtype}. Set "
+                        "cast_dtype=True to cast the dtype of saved params.")
+                if dtype_source == "saved":
+                    param.dtype = values.dtype
+            if key == "weight" and not param.shape_known:
+                self._in_channels = int(values.shape[0])
+            param.set_data(values)
+        extra = sorted(set(loaded) - used)
+        if extra and not ignore_extra:
+            raise MXNetError(f"Parameters {extra} in file '{filename}' are not in the layer. "
+                             "Set ignore_extra=True to ignore them.")
+
+    # -- forward ------------------------------------------------------------------
+    def __call__(self, x: Any) -> NDArray:
+        return self.forward(x)
+
+    def forward(self, x: Any) -> NDArray:
+        """Run ``nd.Deconvolution`` with the layer's parameters (and activation)."""
+        if not isinstance(x, NDArray):
+            x = nd.array(x)
+        if self.weight._data is None and self.weight._deferred is not None:
+            groups = self._kwargs["num_group"]
+            self.weight._finish_deferred_init(
+                (x.shape[1], self._channels // groups) + self._kwargs["kernel"])
+            self._in_channels = x.shape[1]
+        weight = self.weight.data()
+        if self.bias is not None:
+            if self.bias._data is None and self.bias._deferred is not None:
+                self.bias._finish_deferred_init(self.bias.shape)
+            out = nd.Deconvolution(x, weight, self.bias.data(), **self._kwargs)
+        else:
+            out = nd.Deconvolution(x, weight, **self._kwargs)
+        if self._activation == "relu":
+            out = elementwise.relu(out)
+        return out
+
+    def __repr__(self) -> str:
+        kw, ndim = self._kwargs, self._ndim
+        text = (f"{type(self).__name__}({self._in_channels or None} -> {self._channels}, "
+                f"kernel_size={kw['kernel']}, stride={kw['stride']}")
+        if kw["pad"] != (0,) * ndim:
+            text += f", padding={kw['pad']}"
+        if kw["dilate"] != (1,) * ndim:
+            text += f", dilation={kw['dilate']}"
+        if kw["adj"] != (0,) * ndim:
+            text += f", output_padding={kw['adj']}"
+        if kw["num_group"] != 1:
+            text += f", groups={kw['num_group']}"
+        if self.bias is None:
+            text += ", bias=False"
+        if self._activation:
+            text += f", Activation({self._activation})"
+        return text + ")"
+
+
+class Conv1DTranspose(_ConvTranspose):
+    """Transposed 1-D convolution over ``(N, C, W)`` (MXNet Gluon's ``Conv1DTranspose``).
+
+    ``out_width = (width-1)*strides - 2*padding + dilation*(kernel_size-1) + 1 + output_padding``
+
+    >>> from mxdeconv import gluon, nd
+    >>> layer = gluon.Conv1DTranspose(4, kernel_size=3, strides=2, in_channels=2)
+    >>> layer.initialize()
+    >>> layer(nd.ones((1, 2, 5))).shape
+    (1, 4, 11)
+    """
+
+    _ndim, _layout = 1, "NCW"
+
+    def __init__(self, channels: int, kernel_size: Any, strides: Any = 1, padding: Any = 0,
+                 output_padding: Any = 0, dilation: Any = 1, groups: int = 1,
+                 layout: str = "NCW", activation: Optional[str] = None, use_bias: bool = True,
+                 weight_initializer: Any = None, bias_initializer: Any = "zeros",
+                 in_channels: int = 0, **kwargs: Any) -> None:
+        super().__init__(channels, kernel_size, strides, padding, output_padding, dilation,
+                         groups, layout, activation, use_bias, weight_initializer,
+                         bias_initializer, in_channels, **kwargs)
+
+
+class Conv2DTranspose(_ConvTranspose):
+    """Transposed 2-D convolution over ``(N, C, H, W)`` (MXNet Gluon's ``Conv2DTranspose``).
+
+    Per spatial dim: ``out = (in-1)*strides - 2*padding + dilation*(kernel_size-1) + 1
+    + output_padding``.  ``in_channels=0`` defers the weight's shape to the
+    first forward.
+
+    >>> from mxdeconv import gluon, nd
+    >>> layer = gluon.Conv2DTranspose(6, kernel_size=(3, 3), strides=(2, 2), padding=(1, 1),
+    ...                               output_padding=(1, 1), groups=2)
+    >>> layer.initialize()
+    >>> layer(nd.ones((1, 4, 5, 5))).shape, layer.weight.shape
+    ((1, 6, 10, 10), (4, 3, 3, 3))
+    """
+
+    _ndim, _layout = 2, "NCHW"
+
+    def __init__(self, channels: int, kernel_size: Any, strides: Any = (1, 1),
+                 padding: Any = (0, 0), output_padding: Any = (0, 0),
+                 dilation: Any = (1, 1), groups: int = 1, layout: str = "NCHW",
+                 activation: Optional[str] = None, use_bias: bool = True,
+                 weight_initializer: Any = None, bias_initializer: Any = "zeros",
+                 in_channels: int = 0, **kwargs: Any) -> None:
+        super().__init__(channels, kernel_size, strides, padding, output_padding, dilation,
+                         groups, layout, activation, use_bias, weight_initializer,
+                         bias_initializer, in_channels, **kwargs)
+
+
+class Conv3DTranspose(_ConvTranspose):
+    """Transposed 3-D convolution over ``(N, C, D, H, W)`` (MXNet Gluon's ``Conv3DTranspose``).
+
+    >>> from mxdeconv import gluon, nd
+    >>> layer = gluon.Conv3DTranspose(2, kernel_size=2, strides=2, in_channels=3,
+    ...                               use_bias=False)
+    >>> layer.initialize()
+    >>> layer(nd.ones((1, 3, 2, 2, 2))).shape
+    (1, 2, 4, 4, 4)
+    """
+
+    _ndim, _layout = 3, "NCDHW"
+
+    def __init__(self, channels: int, kernel_size: Any, strides: Any = (1, 1, 1),
+                 padding: Any = (0, 0, 0), output_padding: Any = (0, 0, 0),
+                 dilation: Any = (1, 1, 1), groups: int = 1, layout: str = "NCDHW",
+                 activation: Optional[str] = None, use_bias: bool = True,
+                 weight_initializer: Any = None, bias_initializer: Any = "zeros",
+                 in_channels: int = 0, **kwargs: Any) -> None:
+        super().__init__(channels, kernel_size, strides, padding, output_padding, dilation,
+                         groups, layout, activation, use_bias, weight_initializer,
+                         bias_initializer, in_channels, **kwargs)

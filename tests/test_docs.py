@@ -1,0 +1,75 @@
+"""Documentation: every public function and class has a docstring example, the
+examples pass (as module doctests here; CI also runs ``sphinx-build -b doctest``),
+and, where Sphinx is installed, the docs build with warnings as errors."""
+import doctest
+import importlib
+import inspect
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import mxdeconv
+from mxdeconv import NDArray, autograd, gluon, nd
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+MODULES = ["mxdeconv", "mxdeconv.nd", "mxdeconv.ndarray", "mxdeconv.autograd",
+           "mxdeconv.elementwise", "mxdeconv.gluon", "mxdeconv.registry",
+           "mxdeconv.params", "mxdeconv.deconvolution"]
+
+
+def _public_objects():
+    for module in (mxdeconv, nd, autograd, gluon):
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if inspect.isclass(obj) and issubclass(obj, BaseException):
+                continue  # exceptions and warnings: nothing to show by example
+            if inspect.isfunction(obj) or inspect.isclass(obj):
+                yield f"{module.__name__}.{name}", obj
+    for name, obj in vars(NDArray).items():
+        if name.startswith("_") and name not in ("__array__", "__dlpack__"):
+            continue
+        if callable(obj) and not isinstance(obj, property):
+            yield f"NDArray.{name}", obj
+
+
+@pytest.mark.parametrize("name,obj", sorted(_public_objects(), key=lambda item: item[0]),
+                         ids=lambda value: value if isinstance(value, str) else "")
+def test_public_api_has_an_example(name, obj):
+    assert ">>>" in (inspect.getdoc(obj) or ""), f"{name} has no docstring example"
+
+
+@pytest.mark.parametrize("module_name", MODULES)
+def test_module_doctests(module_name):
+    module = importlib.import_module(module_name)
+    previous = autograd.set_training(False), autograd.set_recording(False)
+    try:
+        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    finally:
+        autograd.set_training(previous[0])
+        autograd.set_recording(previous[1])
+    assert result.failed == 0
+    assert result.attempted > 0
+
+
+def test_every_page_is_in_the_toctree():
+    index = (DOCS / "index.rst").read_text()
+    pages = {p.stem for p in DOCS.glob("*.rst")} - {"index"}
+    missing = [page for page in sorted(pages) if f"   {page}\n" not in index]
+    assert not missing, f"pages missing from index.rst's toctree: {missing}"
+
+
+def test_readme_links_the_docs():
+    assert "docs/" in (ROOT / "README.md").read_text()
+
+
+@pytest.mark.parametrize("builder", ["html", "doctest"])
+def test_sphinx_build(builder, tmp_path):
+    """The CI commands, on a temporary output folder (skipped without Sphinx)."""
+    pytest.importorskip("sphinx")
+    result = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-W", "-q", "-b", builder, str(DOCS),
+         str(tmp_path / builder)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
