@@ -6,6 +6,7 @@ say exactly where, so the paths are read from the installed distributions
 rather than guessed (under pip's build isolation that prefix is a temporary
 folder, which is why the runtime also preloads the library: see _loader.py).
 """
+import os
 from importlib import metadata
 from pathlib import Path
 
@@ -26,6 +27,12 @@ def _installed_file(distribution: str, suffix: str) -> Path:
 dnnl_header = _installed_file("onednn-devel-cpu-gomp", "include/oneapi/dnnl/dnnl.h")
 dnnl_library = _installed_file("onednn-cpu-gomp", "libdnnl.so.3")
 
+# MXDECONV_SANITIZE=1: AddressSanitizer + UndefinedBehaviorSanitizer build of the
+# extension (compile and link), for scripts/sanitize.sh; run it with the ASan
+# runtime preloaded (LD_PRELOAD=$(gcc -print-file-name=libasan.so)).
+SANITIZE = os.environ.get("MXDECONV_SANITIZE", "").strip().lower() not in ("", "0", "no", "off")
+SANITIZER_FLAGS = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-g"]
+
 extension = Extension(
     "mxdeconv._ops",
     sources=["mxdeconv/_ops.pyx"],
@@ -36,7 +43,8 @@ extension = Extension(
     # puts libdnnl.so.3; editable installs rely on the preload in _loader.py.
     runtime_library_dirs=["$ORIGIN/../../.."],
     define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-    extra_compile_args=["-O2"],
+    extra_compile_args=["-O1"] + SANITIZER_FLAGS if SANITIZE else ["-O2"],
+    extra_link_args=SANITIZER_FLAGS if SANITIZE else [],
     language="c",
 )
 

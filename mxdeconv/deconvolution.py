@@ -7,15 +7,17 @@ passes, otherwise to the NumPy fallback.
 """
 from __future__ import annotations
 
+import math
+import warnings
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence, Tuple, Union
+from typing import Any, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from . import autograd, fallback, registry
-from .base import MXNetError
+from . import autograd, fallback, ndarray, registry
+from .base import Float16OverflowWarning, MXNetError
 from .ndarray import BFLOAT16, NDArray, as_ndarray, array
-from .params import DeconvGeometry, check_shape, infer_geometry, parse_params
+from .params import DeconvGeometry, _as_bool, check_shape, infer_geometry, parse_params
 
 REQS = ("write", "inplace", "add", "null")
 # float16 has no oneDNN kernels on CPUs without AVX-512 FP16: it stays on NumPy.
@@ -47,9 +49,14 @@ class Call:
 
 
 def _check_req(name: str, req: Any) -> str:
+    if not isinstance(req, str):
+        raise TypeError(f"{name} must be a string, one of {REQS}, got {req!r} "
+                        f"of type {type(req).__name__}")
     if req not in REQS:
         raise MXNetError(f"{name} must be one of {REQS}, got {req!r}")
-    return "write" if req == "inplace" else req  # nothing here aliases an input
+    # "inplace" is "write": a target that shares memory with an input is
+    # detected (see _aliased) and written only after the computation.
+    return "write" if req == "inplace" else req
 
 
 def _check_array(name: str, arr: NDArray, shape: Sequence[int], dtype: np.dtype) -> None:
@@ -58,12 +65,45 @@ def _check_array(name: str, arr: NDArray, shape: Sequence[int], dtype: np.dtype)
         raise MXNetError(f"{name} dtype mismatch: expected {dtype}, got {arr.dtype}")
 
 
+def _check_target(name: str, arr: Any, shape: Sequence[int], dtype: np.dtype) -> None:
+    """An array a result is written into: an NDArray of the right shape and dtype
+    whose memory can be written as one C-contiguous block."""
+    if not isinstance(arr, NDArray):
+        raise TypeError(f"{name} must be an NDArray, got {type(arr).__name__}")
+    _check_array(name, arr, shape, dtype)
+    if arr.is_default_layout:
+        flags = arr._buffer.flags
+        if not flags.writeable:
+            raise MXNetError(f"{name} must be writeable, got a read-only array")
+        if not flags.c_contiguous:
+            raise MXNetError(f"{name} must be C-contiguous, got strides "
+                             f"{arr._buffer.strides} for shape {arr.shape}")
+
+
+def _input(value: Any, name: str) -> NDArray:
+    """An NDArray whose default-layout buffer is C-contiguous (copies otherwise)."""
+    arr = as_ndarray(value, name)
+    if arr.is_default_layout and not arr._buffer.flags.c_contiguous:
+        arr = array(arr._buffer)
+    return arr
+
+
+def _check_size(name: str, shape: Sequence[int], itemsize: int) -> None:
+    """Refuse, before allocating, an array that cannot fit in this machine's memory."""
+    nbytes = math.prod(shape) * itemsize
+    if nbytes > ndarray._PHYSICAL_MEMORY:
+        raise MXNetError(
+            f"{name} of shape {tuple(shape)} would need {nbytes} bytes, more than this "
+            f"machine's {ndarray._PHYSICAL_MEMORY} bytes of memory")
+
+
 def make_call(data: Any, weight: Any, bias: Any, params: dict,
               training: Optional[bool]) -> Call:
     """Validate inputs and parameters; copies NumPy inputs (never aliases them)."""
     param = parse_params(params)
-    data = as_ndarray(data, "data")
-    weight = as_ndarray(weight, "weight")
+    training = autograd.is_training() if training is None else _as_bool("train", training)
+    data = _input(data, "data")
+    weight = _input(weight, "weight")
     geom = infer_geometry(param, data.shape)
     _check_array("weight", weight, geom.weight_shape, data.dtype)
     if param.no_bias:
@@ -72,22 +112,70 @@ def make_call(data: Any, weight: Any, bias: Any, params: dict,
     else:
         if bias is None:
             raise MXNetError(f"no_bias=False needs a bias of shape {geom.bias_shape}")
-        bias = as_ndarray(bias, "bias")
+        bias = _input(bias, "bias")
         _check_array("bias", bias, geom.bias_shape, data.dtype)
-    return Call(geom, data, weight, bias,
-                autograd.is_training() if training is None else bool(training))
+    _check_size("the output", geom.out_shape, data.dtype.itemsize)
+    return Call(geom, data, weight, bias, training)
+
+
+def _aliased(target: Optional[NDArray], others: Iterable[Optional[NDArray]]) -> bool:
+    """Whether ``target`` is, or may share memory with, one of ``others``."""
+    if target is None:
+        return False
+    for other in others:
+        if other is not None and (other is target or
+                                  np.may_share_memory(other._buffer, target._buffer)):
+            return True
+    return False
 
 
 # -- the NumPy implementation ---------------------------------------------------
-def _store(result: np.ndarray, target: Optional[NDArray], req: str) -> NDArray:
-    """Write or add a NumPy result into ``target`` (or wrap it in a new NDArray)."""
-    if target is None:
-        return array(result, dtype=result.dtype)
+_FLOAT16 = np.dtype(np.float16)
+_FLOAT16_MAX = float(np.finfo(np.float16).max)
+
+
+def _final_values(result: np.ndarray, target: Optional[NDArray], req: str) -> np.ndarray:
+    """What ``target`` will hold: ``result``, or for req=add ``target + result``
+    (float16 sums are formed in float32 so that an overflow can be seen)."""
+    if target is None or req != "add":
+        return result
     plain = target.reorder_to_default()._buffer
-    if req == "add":
-        plain += result
-    else:
-        np.copyto(plain, result)
+    if result.dtype == _FLOAT16:
+        return plain.astype(np.float32) + result
+    return result  # added in place by _store
+
+
+def _check_float16_overflow(names: Sequence[str], values: Sequence[Optional[np.ndarray]],
+                            inputs: Sequence[Optional[NDArray]]) -> None:
+    """Warn (:class:`Float16OverflowWarning`) before anything is stored when a
+    float16 result has a finite value beyond float16's range: it becomes +-inf.
+    Results that are inf because an input holds inf or NaN are propagation, not
+    overflow, and do not warn."""
+    messages = []
+    for name, value in zip(names, values):
+        if value is None or value.size == 0:
+            continue
+        big = int(np.count_nonzero(np.abs(value) > _FLOAT16_MAX))
+        if big:
+            messages.append(f"{name}: {big} of {value.size} values")
+    if messages and all(np.isfinite(np.asarray(a)).all() for a in inputs if a is not None):
+        warnings.warn(Float16OverflowWarning(
+            f"float16 overflow: {'; '.join(messages)} exceed float16's largest finite "
+            f"value {_FLOAT16_MAX:g} and are stored as +-inf (they were computed in "
+            "float32; use float32 inputs to keep them)"), stacklevel=5)
+
+
+def _store(value: np.ndarray, target: Optional[NDArray], req: str) -> NDArray:
+    """Write (or add) ``value`` from :func:`_final_values` into ``target``, or wrap
+    it in a new NDArray of the call's dtype."""
+    if target is None:
+        return array(value, dtype=value.dtype)
+    plain = target.reorder_to_default()._buffer
+    with np.errstate(over="ignore", invalid="ignore"):  # IEEE inf/NaN, warned above
+        if req == "add" and value.dtype == plain.dtype:
+            plain += value
+        else:  # write, or a float16 sum formed in float32
+            np.copyto(plain, value, casting="unsafe")
     return target
 
 
@@ -96,20 +184,45 @@ def _plain(arr: Optional[NDArray]) -> Optional[np.ndarray]:
 
 
 def _numpy_forward(call: Call, out: Optional[NDArray], req: str) -> NDArray:
-    result = fallback.forward(call.geom, _plain(call.data), _plain(call.weight),
-                              _plain(call.bias))
-    return _store(result, out, req)
+    data, weight, bias = _plain(call.data), _plain(call.weight), _plain(call.bias)
+    with np.errstate(over="ignore", invalid="ignore"):  # NaN/inf propagate silently
+        result = fallback.forward(call.geom, data, weight, bias)
+    value = _final_values(result, out, req)
+    if result.dtype == _FLOAT16:
+        _check_float16_overflow(("output",), (value,), (data, weight, bias))
+    return _store(value, out, req)
 
 
 def _numpy_backward(call: Call, out_grad: NDArray, grads, reqs) -> Tuple:
     needed = [r != "null" for r in reqs]
-    results = fallback.backward(call.geom, _plain(out_grad), _plain(call.data),
-                                _plain(call.weight), *needed)
-    return tuple(None if r is None else _store(r, g, q)
-                 for r, g, q in zip(results, grads, reqs))
+    og, data, weight = _plain(out_grad), _plain(call.data), _plain(call.weight)
+    with np.errstate(over="ignore", invalid="ignore"):
+        results = fallback.backward(call.geom, og, data, weight, *needed)
+    values = [None if r is None else _final_values(r, g, q)
+              for r, g, q in zip(results, grads, reqs)]
+    if data.dtype == _FLOAT16:  # every check before the first store
+        _check_float16_overflow(("data_grad", "weight_grad", "bias_grad"), values,
+                                (og, data, weight))
+    return tuple(None if v is None else _store(v, g, q)
+                 for v, g, q in zip(values, grads, reqs))
+
+
+def _numpy_workspace(call: Call) -> int:
+    """Bytes the fallback allocates at most for ``call`` (either pass): the
+    im2col columns, the uncropped canvas and the result."""
+    geom, param = call.geom, call.geom.param
+    batch = geom.data_shape[0]
+    cols = batch * param.num_filter * math.prod(param.kernel) * math.prod(geom.spatial_in)
+    canvas = batch * param.num_filter * math.prod(fallback._canvas_extent(geom))
+    out = math.prod(geom.out_shape)
+    return (cols + canvas + out) * fallback.compute_dtype(call.dtype).itemsize
 
 
 def _numpy_supports(call: Call) -> Optional[str]:
+    need = _numpy_workspace(call)
+    if need > ndarray._PHYSICAL_MEMORY:
+        return (f"the NumPy fallback would need {need} bytes of work space, more than "
+                f"this machine's {ndarray._PHYSICAL_MEMORY} bytes of memory")
     return None
 
 
@@ -143,6 +256,15 @@ OPERATOR.register(registry.Implementation(registry.NUMPY, _numpy_supports,
 
 
 # -- public entry points ----------------------------------------------------------
+def _store_result(result: NDArray, target: NDArray, req: str) -> NDArray:
+    """Write or add an implementation's fresh ``result`` into ``target``."""
+    values = result.reorder_to_default()._buffer
+    value = _final_values(values, target, req)
+    if values.dtype == _FLOAT16:
+        _check_float16_overflow(("result",), (value,), (values, _plain(target)))
+    return _store(value, target, req)
+
+
 def deconvolution(data: Any, weight: Any, bias: Any = None, out: Optional[NDArray] = None,
                   req: str = "write", train: Optional[bool] = None,
                   **params: Any) -> Optional[NDArray]:
@@ -150,14 +272,22 @@ def deconvolution(data: Any, weight: Any, bias: Any = None, out: Optional[NDArra
     req = _check_req("req", req)
     call = make_call(data, weight, bias, params, train)
     if out is not None:
-        if not isinstance(out, NDArray):
-            raise TypeError(f"out must be an NDArray, got {type(out).__name__}")
-        _check_array("out", out, call.geom.out_shape, call.dtype)
+        _check_target("out", out, call.geom.out_shape, call.dtype)
     elif req == "add":
         raise MXNetError("req='add' accumulates into out=, which was not given")
     if req == "null":
         return out
-    return OPERATOR.select(call).forward(call, out, req)
+    impl = OPERATOR.select(call)
+    if _aliased(out, (call.data, call.weight, call.bias)):
+        # out= shares memory with an input: compute first, then write or add.
+        result = _store_result(impl.forward(call, None, "write"), out, req)
+    else:
+        result = impl.forward(call, out, req)
+    return autograd.record_op("Deconvolution", result, (call.data, call.weight, call.bias),
+                              params)
+
+
+_GRAD_NAMES = ("data_grad", "weight_grad", "bias_grad")
 
 
 def deconvolution_backward(out_grad: Any, data: Any, weight: Any, bias: Any = None,
@@ -166,38 +296,72 @@ def deconvolution_backward(out_grad: Any, data: Any, weight: Any, bias: Any = No
                            train: Optional[bool] = True,
                            **params: Any) -> Tuple[Optional[NDArray], ...]:
     """See :func:`mxdeconv.nd.Deconvolution_backward`."""
-    reqs = [req] * 3 if isinstance(req, str) else list(req)
+    if isinstance(req, str):
+        reqs = [req] * 3
+    elif isinstance(req, (tuple, list)):
+        reqs = list(req)
+    else:
+        raise TypeError(f"req must be a string or a sequence of three strings (data, "
+                        f"weight, bias), got {req!r} of type {type(req).__name__}")
     if len(reqs) != 3:
         raise MXNetError(f"req must be one string or three (data, weight, bias), got {req!r}")
     reqs = [_check_req(f"req[{i}]", r) for i, r in enumerate(reqs)]
-    grads = [None] * 3 if grads is None else list(grads)
+    if grads is None:
+        grads = [None] * 3
+    elif isinstance(grads, (tuple, list)):
+        grads = list(grads)
+    else:
+        raise TypeError(f"grads must be a sequence of three NDArrays or Nones (data, "
+                        f"weight, bias), got {type(grads).__name__}")
     if len(grads) != 3:
         raise MXNetError(f"grads must hold three entries (data, weight, bias), got {len(grads)}")
     call = make_call(data, weight, bias, params, train)
     geom = call.geom
-    out_grad = as_ndarray(out_grad, "out_grad")
+    out_grad = _input(out_grad, "out_grad")
     _check_array("out_grad", out_grad, geom.out_shape, call.dtype)
     if geom.param.no_bias:
         reqs[2], grads[2] = "null", None
     shapes = (geom.data_shape, geom.weight_shape, geom.bias_shape)
-    for name, grad, shape, r in zip(("data_grad", "weight_grad", "bias_grad"),
-                                    grads, shapes, reqs):
+    for name, grad, shape, r in zip(_GRAD_NAMES, grads, shapes, reqs):
         if grad is not None:
-            if not isinstance(grad, NDArray):
-                raise TypeError(f"{name} must be an NDArray, got {type(grad).__name__}")
-            _check_array(name, grad, shape, call.dtype)
+            _check_target(name, grad, shape, call.dtype)
         elif r == "add":
             raise MXNetError(f"req='add' for {name} accumulates into grads[...], "
                              "which was not given")
     if all(r == "null" for r in reqs):
         return (None, None, None)
-    results = OPERATOR.select(call).backward(call, out_grad, grads, reqs)
+    impl = OPERATOR.select(call)
+    # A target sharing memory with an input, or with another target, would be
+    # written while the other passes still read it: such targets get fresh
+    # results, written or added once every pass has run.
+    late: List[Optional[NDArray]] = [None, None, None]
+    if grads[0] is not None or grads[1] is not None or grads[2] is not None:
+        inputs = (out_grad, call.data, call.weight)
+        for i, grad in enumerate(grads):
+            if grad is not None and reqs[i] != "null" and _aliased(
+                    grad, inputs + tuple(g for j, g in enumerate(grads) if j != i)):
+                late[i] = grad
+    if late[0] is not None or late[1] is not None or late[2] is not None:
+        run_grads = [None if t is not None else g for g, t in zip(grads, late)]
+        run_reqs = ["write" if t is not None else r for r, t in zip(reqs, late)]
+        results = impl.backward(call, out_grad, run_grads, run_reqs)
+        results = tuple(res if t is None else _store_result(res, t, r)
+                        for res, t, r in zip(results, late, reqs))
+    else:
+        results = impl.backward(call, out_grad, grads, reqs)
     return tuple(None if r == "null" else res for res, r in zip(results, reqs))
 
 
 def explain(data: Any, weight: Any, bias: Any = None, train: Optional[bool] = None,
             **params: Any) -> str:
-    """Which implementation a Deconvolution call would use, and why."""
+    """Which implementation a Deconvolution call would use, and why.
+
+    >>> import numpy as np, mxdeconv
+    >>> text = mxdeconv.explain(np.ones((1, 2, 3, 3)), np.ones((2, 1, 2, 2)),
+    ...                         kernel=(2, 2), num_filter=1)
+    >>> text.splitlines()[0]           # float64 runs on NumPy; the next lines say why
+    'Deconvolution: numpy would run'
+    """
     call = make_call(data, weight, bias, params, train)
     text = OPERATOR.explain(call)
     if OPERATOR.reasons(call).get(registry.ONEDNN) is None:

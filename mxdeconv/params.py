@@ -15,6 +15,8 @@ import numbers
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence, Tuple
 
+import numpy as np
+
 from .base import MXNetError
 
 Shape = Tuple[int, ...]
@@ -28,6 +30,11 @@ _AXIS_NAMES = {1: ("x",), 2: ("y", "x"), 3: ("d", "h", "w")}
 _IGNORED_FIELDS = ("workspace", "cudnn_tune", "cudnn_off")
 _FIELDS = ("kernel", "stride", "dilate", "pad", "adj", "target_shape",
            "num_filter", "num_group", "no_bias", "layout") + _IGNORED_FIELDS
+#: Largest accepted entry of any shape-like parameter and of num_filter and
+#: num_group (MXNet stores num_filter/num_group as uint32; oneDNN's dims are
+#: int64, and products of two such entries must not overflow them).
+MAX_PARAM = 2**31 - 1
+_CUDNN_TUNE = (None, "off", "limited_workspace", "fastest")
 
 
 def _cached_hash(instance: Any) -> int:
@@ -45,6 +52,15 @@ def _as_int(name: str, value: Any) -> int:
         raise TypeError(f"{name} must be an integer, got {value!r} "
                         f"of type {type(value).__name__}")
     return int(value)
+
+
+def _as_bool(name: str, value: Any) -> bool:
+    """True/False, NumPy's bools, or the integers 0 and 1 (MXNet parses "0"/"1")."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, numbers.Integral) and value in (0, 1):
+        return bool(value)
+    raise TypeError(f"{name} must be a bool, got {value!r} of type {type(value).__name__}")
 
 
 def _as_shape(name: str, value: Any) -> Shape:
@@ -106,7 +122,12 @@ class DeconvolutionParam:
                     workspace: Any = 512, cudnn_tune: Any = None,
                     cudnn_off: Any = False) -> "DeconvolutionParam":
         """Validate MXNet-style keyword arguments and normalise them."""
-        del workspace, cudnn_tune, cudnn_off  # see _IGNORED_FIELDS
+        # Ignored (see _IGNORED_FIELDS) but type-checked as MXNet does.
+        if _as_int("workspace", workspace) < 0:
+            raise MXNetError(f"workspace must be >= 0, got workspace={workspace}")
+        if not (cudnn_tune is None or isinstance(cudnn_tune, str) and cudnn_tune in _CUDNN_TUNE):
+            raise MXNetError(f"cudnn_tune must be one of {_CUDNN_TUNE}, got {cudnn_tune!r}")
+        _as_bool("cudnn_off", cudnn_off)
         if kernel is None:
             raise MXNetError("Required parameter kernel of Shape(tuple) is not presented")
         if num_filter is None:
@@ -117,6 +138,9 @@ class DeconvolutionParam:
             raise MXNetError(f"kernel must have 1, 2 or 3 dimensions, got kernel={kernel}")
         if any(k <= 0 for k in kernel):
             raise MXNetError(f"incorrect kernel size: kernel={kernel}; every entry must be >= 1")
+        if any(k > MAX_PARAM for k in kernel):
+            raise MXNetError(f"incorrect kernel size: kernel={kernel}; every entry must be "
+                             f"<= {MAX_PARAM}")
 
         def per_dim(name: str, value: Any, default: int, minimum: int,
                     allow_empty: bool = False) -> Shape:
@@ -130,6 +154,9 @@ class DeconvolutionParam:
             if any(v < minimum for v in shape):
                 raise MXNetError(f"incorrect {name}: {name}={shape}; "
                                  f"every entry must be >= {minimum}")
+            if any(v > MAX_PARAM for v in shape):
+                raise MXNetError(f"incorrect {name}: {name}={shape}; "
+                                 f"every entry must be <= {MAX_PARAM}")
             return shape
 
         stride_t = per_dim("stride", stride, 1, 1)
@@ -140,17 +167,20 @@ class DeconvolutionParam:
 
         num_filter = _as_int("num_filter", num_filter)
         num_group = _as_int("num_group", num_group)
-        if num_filter < 1:
-            raise MXNetError(f"num_filter must be >= 1, got num_filter={num_filter}")
-        if num_group < 1:
-            raise MXNetError(f"num_group must be >= 1, got num_group={num_group}")
+        for name, value in (("num_filter", num_filter), ("num_group", num_group)):
+            if value < 1:
+                raise MXNetError(f"{name} must be >= 1, got {name}={value}")
+            if value > MAX_PARAM:
+                raise MXNetError(f"{name} must be <= {MAX_PARAM}, got {name}={value}")
         if num_filter % num_group:
             raise MXNetError("output num_filter must divide group size: "
                              f"num_filter={num_filter}, num_group={num_group}")
-        if not isinstance(no_bias, (bool, numbers.Integral)):
-            raise TypeError(f"no_bias must be a bool, got {no_bias!r}")
+        no_bias = _as_bool("no_bias", no_bias)
 
         expected_layout = DEFAULT_LAYOUTS[ndim]
+        if layout is not None and not isinstance(layout, str):
+            raise TypeError(f"layout must be a string or None, got {layout!r} "
+                            f"of type {type(layout).__name__}")
         if layout is not None and layout != expected_layout:
             raise MXNetError(
                 f"layout {layout!r} is not supported for a {ndim}-D deconvolution: "
@@ -162,7 +192,7 @@ class DeconvolutionParam:
                     f"adj={adj_t}, stride={stride_t}")
         return cls(kernel=kernel, num_filter=num_filter, stride=stride_t,
                    dilate=dilate_t, pad=pad_t, adj=adj_t, target_shape=target_t,
-                   num_group=num_group, no_bias=bool(no_bias), layout=expected_layout)
+                   num_group=num_group, no_bias=no_bias, layout=expected_layout)
 
 
 @dataclass(frozen=True)
@@ -216,9 +246,10 @@ def infer_geometry(param: DeconvolutionParam, data_shape: Shape) -> DeconvGeomet
     """
     ndim = param.ndim
     if len(data_shape) != ndim + 2:
+        axes = ", ".join(DEFAULT_LAYOUTS[ndim])
         raise MXNetError(
-            f"data must have {ndim + 2} dimensions (N, C, {'spatial, ' * ndim}) for "
-            f"kernel={param.kernel}, got data shape {data_shape}")
+            f"data must have {ndim + 2} dimensions ({axes}) for kernel={param.kernel}, "
+            f"got data shape {tuple(data_shape)} with {len(data_shape)}")
     if any(s < 0 for s in data_shape):
         raise MXNetError(f"data shape must be non-negative, got {data_shape}")
     batch, channels = data_shape[:2]
@@ -267,13 +298,25 @@ def infer_geometry(param: DeconvolutionParam, data_shape: Shape) -> DeconvGeomet
 _param_cache: dict = {}
 
 
+_SEQUENCES = (tuple, list)
+
+
+def _cache_key(kwargs: Mapping[str, Any]) -> tuple:
+    """The parameter cache's key.  It tells 3 from 3.0 and 1 from True (equal and
+    hashed alike, but only one of each pair is valid): each value comes with its
+    type and, for a tuple or list, its entries' types (deeper nesting is never
+    valid, and a nested container never equals a valid value)."""
+    return tuple(sorted([(k, v, type(v), tuple(map(type, v)) if type(v) in _SEQUENCES
+                          else None) for k, v in kwargs.items()]))
+
+
 def parse_params(kwargs: Mapping[str, Any]) -> DeconvolutionParam:
     """``DeconvolutionParam.from_kwargs`` with a cache for repeated calls.
 
     Unknown keywords raise :class:`TypeError`, like a Python signature would.
     """
     try:
-        key = tuple(sorted(kwargs.items()))
+        key = _cache_key(kwargs)
         hash(key)
     except TypeError:  # a list somewhere: not cacheable, parse every time
         key = None

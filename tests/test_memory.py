@@ -1,0 +1,96 @@
+"""Memory: repeated calls do not leak (short CI version of scripts/soak.py).
+
+scripts/soak.py runs 10^5 forward+backward calls and requires RSS growth
+< 1 MiB after warm-up; here a few thousand calls with looser bounds (RSS
+readings move by a page or two with glibc's heap), plus checks that results,
+their buffers and evicted primitives are really freed.
+"""
+import gc
+import sys
+import weakref
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mxdeconv
+from mxdeconv import _ops, nd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+import soak  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _one_thread_and_restore_capacity():
+    """One OpenMP thread, as scripts/soak.py uses: on a loaded 2-core machine two
+    spinning OpenMP threads make every small call ~30x slower."""
+    capacity, threads = mxdeconv.cache_info()["capacity"], mxdeconv.get_num_threads()
+    mxdeconv.set_num_threads(1)
+    yield
+    mxdeconv.set_num_threads(threads)
+    mxdeconv.set_cache_capacity(capacity)
+
+
+def test_short_soak_rss_and_python_objects_stay_flat():
+    figures = soak.soak(calls=4000, warmup=500, traced_calls=1000, verbose=False)
+    assert figures["rss_growth_kib"] < 4096, figures
+    assert figures["tracemalloc_growth_bytes"] < 256 * 1024, figures["tracemalloc_top"]
+    before, after = figures["live_objects_before"], figures["live_objects_after"]
+    for name in ("NDArray", "Primitive", "MemoryDesc", "ForwardPlan", "BackwardPlan"):
+        assert after.get(name, 0) == before.get(name, 0), (name, before, after)
+
+
+@pytest.mark.parametrize("impl", ["onednn", "numpy"])
+def test_results_and_their_buffers_are_freed(impl):
+    """Outputs (blocked or plain), gradients, reordered inference weights and every
+    temporary buffer die with their last reference."""
+    x, w = nd.array(np.ones((1, 16, 4, 4), np.float32)), nd.array(np.ones((16, 16, 3, 3),
+                                                                         np.float32))
+    refs = []
+    with mxdeconv.use_impl(impl):
+        for train in (False, True):
+            y = nd.Deconvolution(x, w, kernel=(3, 3), num_filter=16, train=train)
+            grads = nd.Deconvolution_backward(y, x, w, kernel=(3, 3), num_filter=16)
+            refs += [weakref.ref(a) for a in (y,) + grads if a is not None]
+            refs += [weakref.ref(a._buffer) for a in (y,) + grads if a is not None]
+            del y, grads
+    w_ref, w_buf = weakref.ref(w), weakref.ref(w._buffer)  # maybe adopted (blocked)
+    del x, w
+    gc.collect()
+    assert all(r() is None for r in refs + [w_ref, w_buf])
+
+
+def test_bounded_cache_evicts_and_frees_primitives():
+    """Capacity 4 with 30 distinct shapes, twice: the cache never holds more than 4
+    plans, evicted primitives (and their oneDNN memory objects) are freed, and the
+    second pass grows neither the live primitives nor RSS."""
+    mxdeconv.set_cache_capacity(4)
+    mxdeconv.clear_cache()
+    w = np.ones((4, 2, 3, 3), np.float32)
+
+    def one_pass():
+        for size in range(3, 33):
+            x = np.ones((1, 4, size, 3), np.float32)
+            y = nd.Deconvolution(x, w, kernel=(3, 3), num_filter=2, train=True)
+            nd.Deconvolution_backward(y, x, w, kernel=(3, 3), num_filter=2)
+            assert mxdeconv.cache_info()["size"] <= 4
+
+    one_pass()
+    primitives = soak.live_objects()["Primitive"]
+    rss = soak.rss_kib()
+    evictions = mxdeconv.cache_info()["evictions"]
+    one_pass()
+    assert mxdeconv.cache_info()["evictions"] >= evictions + 30 * 2 - 4
+    assert soak.live_objects()["Primitive"] == primitives <= 4 * 3
+    assert soak.rss_kib() - rss < 2048
+
+
+def test_default_layout_descriptor_cache_is_bounded():
+    mxdeconv.set_cache_capacity(4)
+    mxdeconv.clear_cache()
+    w = np.ones((2, 1, 2), np.float32)
+    start = len(_ops._plain_mds)
+    for size in range(1, 301):
+        nd.Deconvolution(np.ones((1, 2, size), np.float32), w, kernel=(2,), num_filter=1)
+    mxdeconv.clear_cache()
+    assert len(_ops._plain_mds) - start <= 64
