@@ -299,6 +299,9 @@ cpdef MemoryDesc plain_md(tuple shape, str dtype, str role, int groups=1):
     cdef MemoryDesc desc = _plain_mds.get(key)
     if desc is not None:
         return desc
+    if len(_plain_mds) >= max(_capacity, 64):
+        # Bounded like the primitive cache; plans keep their own references.
+        _plain_mds.clear()
     ndims = len(shape)
     if role == ROLE_WEIGHTS:
         in_channels, out_per_group = shape[0], shape[1]
@@ -421,6 +424,7 @@ def cache_info():
 def clear_cache():
     """Empty this thread's primitive cache (counters are kept)."""
     thread_cache().clear()
+    _plain_mds.clear()
 
 
 # ----------------------------------------------------------------------------
