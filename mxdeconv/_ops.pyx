@@ -599,8 +599,16 @@ cdef class ForwardPlan:
         self.dst = bind_plain(self.prim.descs[DNNL_ARG_DST], g.dst_dims)
 
 
+cdef bytes impl_name(const_dnnl_primitive_desc_t pd):
+    """The kernel oneDNN chose for ``pd`` (e.g. ``b"brg_conv:avx512_core"``)."""
+    cdef const char *impl = NULL
+    dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl)
+    return b"" if impl == NULL else <bytes>impl
+
+
 cdef class BackwardPlan:
-    """Backward data and backward weights(+bias) sharing one diff_dst layout."""
+    """Backward data and backward weights(+bias), sharing one diff_dst layout
+    where that costs neither pass its kernel."""
     cdef readonly Primitive data_prim, weights_prim
     cdef readonly MemoryDesc diff_dst, weights, diff_src, src, diff_weights, diff_bias
     cdef readonly bint shares_diff_dst  # one out_grad reorder serves both passes
@@ -611,37 +619,49 @@ cdef class BackwardPlan:
             any_md(g.src_dims, g.dtype, ROLE_DATA),
             any_md(g.weight_dims, g.dtype, ROLE_WEIGHTS, g.grouped),
             any_md(g.dst_dims, g.dtype, ROLE_DATA), NULL, NULL)
-        cdef dnnl_primitive_desc_t pd_data = NULL, pd_weights = NULL
+        cdef dnnl_primitive_desc_t pd_data = NULL, pd_weights = NULL, pd_shared = NULL
+        weights_specs = [
+            (DNNL_ARG_SRC, dnnl_query_src_md, ROLE_DATA, False),
+            (DNNL_ARG_DIFF_DST, dnnl_query_diff_dst_md, ROLE_DATA, False),
+            (DNNL_ARG_DIFF_WEIGHTS, dnnl_query_diff_weights_md, ROLE_WEIGHTS, g.grouped)]
+        if g.has_bias:
+            weights_specs.append((DNNL_ARG_DIFF_BIAS, dnnl_query_diff_weights_md,
+                                  ROLE_BIAS, False))
         try:
+            # Each pass picks its layouts freely: a layout forced on one pass can
+            # cost it its fast kernel (backward weights with a blocked diff_dst is
+            # left with the reference kernel).
+            pd_weights = deconv_pd(g, PASS_BACKWARD_WEIGHTS, dnnl_backward_weights,
+                                   any_md(g.src_dims, g.dtype, ROLE_DATA),
+                                   any_md(g.weight_dims, g.dtype, ROLE_WEIGHTS, g.grouped),
+                                   any_md(g.dst_dims, g.dtype, ROLE_DATA), hint, NULL)
+            self.weights_prim = make_primitive(pd_weights, weights_specs)
+            weights_diff_dst = self.weights_prim.descs[DNNL_ARG_DIFF_DST]
             pd_data = deconv_pd(g, PASS_BACKWARD_DATA, dnnl_backward_data,
                                 any_md(g.src_dims, g.dtype, ROLE_DATA),
                                 any_md(g.weight_dims, g.dtype, ROLE_WEIGHTS, g.grouped),
                                 any_md(g.dst_dims, g.dtype, ROLE_DATA), hint, NULL)
+            # Then backward data reads out_grad in backward weights' layout, so
+            # one reorder serves both, if the same kernel accepts that layout.
+            try:
+                pd_shared = deconv_pd(g, PASS_BACKWARD_DATA, dnnl_backward_data,
+                                      any_md(g.src_dims, g.dtype, ROLE_DATA),
+                                      any_md(g.weight_dims, g.dtype, ROLE_WEIGHTS, g.grouped),
+                                      weights_diff_dst, hint, NULL)
+            except MXNetError:
+                pd_shared = NULL
+            if pd_shared != NULL and impl_name(pd_shared) == impl_name(pd_data):
+                dnnl_primitive_desc_destroy(pd_data)
+                pd_data, pd_shared = pd_shared, NULL
             self.data_prim = make_primitive(pd_data, [
                 (DNNL_ARG_DIFF_DST, dnnl_query_diff_dst_md, ROLE_DATA, False),
                 (DNNL_ARG_WEIGHTS, dnnl_query_weights_md, ROLE_WEIGHTS, g.grouped),
                 (DNNL_ARG_DIFF_SRC, dnnl_query_diff_src_md, ROLE_DATA, False)])
+            pd_data = NULL  # owned (and destroyed) by make_primitive
             self.diff_dst = self.data_prim.descs[DNNL_ARG_DIFF_DST]
-            # Ask backward weights for the diff_dst layout backward data chose, so
-            # out_grad is reordered once for both; fall back to its own choice.
-            weights_specs = [
-                (DNNL_ARG_SRC, dnnl_query_src_md, ROLE_DATA, False),
-                (DNNL_ARG_DIFF_DST, dnnl_query_diff_dst_md, ROLE_DATA, False),
-                (DNNL_ARG_DIFF_WEIGHTS, dnnl_query_diff_weights_md, ROLE_WEIGHTS, g.grouped)]
-            if g.has_bias:
-                weights_specs.append((DNNL_ARG_DIFF_BIAS, dnnl_query_diff_weights_md,
-                                      ROLE_BIAS, False))
-            src_any = any_md(g.src_dims, g.dtype, ROLE_DATA)
-            diff_weights_any = any_md(g.weight_dims, g.dtype, ROLE_WEIGHTS, g.grouped)
-            try:
-                pd_weights = deconv_pd(g, PASS_BACKWARD_WEIGHTS, dnnl_backward_weights,
-                                       src_any, diff_weights_any, self.diff_dst, hint, NULL)
-            except MXNetError:
-                pd_weights = deconv_pd(g, PASS_BACKWARD_WEIGHTS, dnnl_backward_weights,
-                                       src_any, diff_weights_any,
-                                       any_md(g.dst_dims, g.dtype, ROLE_DATA), hint, NULL)
-            self.weights_prim = make_primitive(pd_weights, weights_specs)
         finally:
+            if pd_shared != NULL:
+                dnnl_primitive_desc_destroy(pd_shared)
             dnnl_primitive_desc_destroy(hint)
         bind_plain(self.diff_dst, g.dst_dims)
         bind_plain(self.weights_prim.descs[DNNL_ARG_DIFF_DST], g.dst_dims)
