@@ -1,6 +1,12 @@
 #!/usr/bin/env python
-"""Does oneDNN compute with the GIL released?  Two timing ratios.
+"""Does oneDNN compute with the GIL released?  Three timing ratios.
 
+0. *Longest stall*: a Python thread stamps the time in a loop while the main
+   thread makes one long oneDNN call (~0.1-1 s); the longest gap between two
+   stamps, divided by the call's duration, is ~0 when the call releases the GIL
+   and ~1 when it holds it (the control row: ``sum(range(n))``, a C loop that
+   never releases the GIL, of about the same duration).  This one is robust to
+   other load on the machine.
 1. *Bystander ratio*: a pure-Python thread counts in a loop; its rate while the
    main thread runs oneDNN forward+backward calls, divided by its rate while
    the main thread sleeps.  About 1 when the GIL is released during compute
@@ -70,6 +76,36 @@ def bystander_rate(main_work, seconds: float) -> float:
     return count[0] / (time.perf_counter() - start)
 
 
+BIG_X = nd.array(np.random.default_rng(2).uniform(-1, 1, (32, 256, 16, 16)).astype(np.float32))
+BIG_W = nd.array(np.random.default_rng(3).uniform(-1, 1, (256, 128, 4, 4)).astype(np.float32))
+
+
+def big_onednn_call() -> None:
+    nd.Deconvolution(BIG_X, BIG_W, kernel=(4, 4), stride=(2, 2), pad=(1, 1),
+                     num_filter=128, train=True)
+
+
+def longest_stall(work) -> tuple:
+    """(longest gap of a stamping Python thread during ``work()``, work's duration)."""
+    stamps, stop = [], threading.Event()
+
+    def stamper():
+        while not stop.is_set():
+            stamps.append(time.perf_counter())
+
+    thread = threading.Thread(target=stamper)
+    thread.start()
+    time.sleep(0.05)
+    t0 = time.perf_counter()
+    work()
+    t1 = time.perf_counter()
+    stop.set()
+    thread.join()
+    inside = [t for t in stamps if t0 <= t <= t1]
+    edges = [t0] + inside + [t1]
+    return max(b - a for a, b in zip(edges, edges[1:])), t1 - t0
+
+
 def calls_per_second(threads: int, calls: int) -> float:
     barrier = threading.Barrier(threads + 1)
 
@@ -97,6 +133,17 @@ def main() -> int:
     mxdeconv.set_num_threads(1)
     for _ in range(5):
         onednn_call()  # primitives cached, pages touched
+    big_onednn_call()
+    stalls = [longest_stall(big_onednn_call) for _ in range(3)]
+    duration = min(d for _, d in stalls)
+    n = 1
+    while True:  # a GIL-holding C loop of about the same duration
+        t = time.perf_counter()
+        sum(range(n))
+        if time.perf_counter() - t > duration or n > 10**10:
+            break
+        n *= 2
+    controls = [longest_stall(lambda: sum(range(n))) for _ in range(3)]
     idle = bystander_rate(lambda: time.sleep(0.01), args.seconds)
     during_onednn = bystander_rate(onednn_call, args.seconds)
     during_python = bystander_rate(python_work, args.seconds)
@@ -104,10 +151,16 @@ def main() -> int:
     two = calls_per_second(2, args.calls)
     figures = dict(
         cpu_count=os.cpu_count(), load_average=os.getloadavg(),
+        onednn_call_seconds=round(min(d for _, d in stalls), 3),
+        stall_ratio_onednn=round(max(g / d for g, d in stalls), 3),
+        stall_ratio_gil_held_control=round(min(g / d for g, d in controls), 3),
         bystander_ratio_onednn=round(during_onednn / idle, 3),
         bystander_ratio_python_control=round(during_python / idle, 3),
         calls_per_second_1_thread=round(one, 1), calls_per_second_2_threads=round(two, 1),
         scaling_2_threads=round(two / one, 3))
+    print(f"longest stall of a Python thread during one {figures['onednn_call_seconds']:.2f} s "
+          f"oneDNN call: {figures['stall_ratio_onednn']:.3f} of the call (GIL-holding "
+          f"C loop, control: {figures['stall_ratio_gil_held_control']:.3f})")
     print(f"bystander Python thread, rate relative to idle: during oneDNN calls "
           f"{figures['bystander_ratio_onednn']:.2f}, during a Python loop (GIL held, "
           f"control) {figures['bystander_ratio_python_control']:.2f}")

@@ -161,7 +161,8 @@ def mutate(draw, c: Dict[str, Any], kind: str, ndim: int) -> None:
         w = list(c["weight_shape"])
         axis = draw(st.integers(0, len(w) - 1))
         w[axis] += draw(st.sampled_from([-1, 1]))
-        c["weight_shape"] = tuple(max(v, 0) for v in w) if draw(st.booleans()) else tuple(w[:-1])
+        w = [max(v, 0) for v in w]
+        c["weight_shape"] = tuple(w) if draw(st.booleans()) else tuple(w[:-1])
     elif kind == "weight_dtype":
         c["weight_dtype"] = flip()
     elif kind == "bias_shape":
@@ -169,8 +170,9 @@ def mutate(draw, c: Dict[str, Any], kind: str, ndim: int) -> None:
     elif kind == "bias_dtype":
         c["bias_dtype"] = flip()
     elif kind == "bias_presence":
+        nf = c["params"].get("num_filter")
         c["bias_shape"] = None if c["bias_shape"] is not None else (
-            c["params"].get("num_filter", 1) if is_int(c["params"].get("num_filter")) else 1,)
+            nf if is_int(nf) and 1 <= nf <= 64 else 1,)
     elif kind == "out_grad_shape":
         c["og_shape_error"] = True
     elif kind == "out_grad_dtype":

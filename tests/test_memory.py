@@ -19,6 +19,10 @@ from mxdeconv import _ops, nd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 import soak  # noqa: E402
 
+#: Under AddressSanitizer (scripts/sanitize.sh) freed memory sits in ASan's
+#: quarantine, so RSS says nothing about leaks there: only the RSS bounds are skipped.
+UNDER_ASAN = "libasan" in Path("/proc/self/maps").read_text()
+
 
 @pytest.fixture(autouse=True)
 def _one_thread_and_restore_capacity():
@@ -33,7 +37,7 @@ def _one_thread_and_restore_capacity():
 
 def test_short_soak_rss_and_python_objects_stay_flat():
     figures = soak.soak(calls=4000, warmup=500, traced_calls=1000, verbose=False)
-    assert figures["rss_growth_kib"] < 4096, figures
+    assert UNDER_ASAN or figures["rss_growth_kib"] < 4096, figures
     assert figures["tracemalloc_growth_bytes"] < 256 * 1024, figures["tracemalloc_top"]
     before, after = figures["live_objects_before"], figures["live_objects_after"]
     for name in ("NDArray", "Primitive", "MemoryDesc", "ForwardPlan", "BackwardPlan"):
@@ -82,7 +86,7 @@ def test_bounded_cache_evicts_and_frees_primitives():
     one_pass()
     assert mxdeconv.cache_info()["evictions"] >= evictions + 30 * 2 - 4
     assert soak.live_objects()["Primitive"] == primitives <= 4 * 3
-    assert soak.rss_kib() - rss < 2048
+    assert UNDER_ASAN or soak.rss_kib() - rss < 2048
 
 
 def test_default_layout_descriptor_cache_is_bounded():
