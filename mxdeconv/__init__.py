@@ -10,14 +10,16 @@ from typing import Any, Dict
 
 from . import autograd, gluon, nd
 from .autograd import is_training, predict_mode, set_training, train_mode
-from .base import Float16OverflowWarning, MXNetError
-from .deconvolution import EXTENSION_ERROR, _ops, explain
+from ._loader import ERROR as EXTENSION_ERROR
+from ._loader import ops as _ops
+from .base import Float16OverflowWarning, KernelDefectWarning, MXNetError
+from .deconvolution import explain
 from .ndarray import NDArray
 from .registry import last_impl, onednn_enabled, set_onednn_enabled, use_impl
 
 __version__ = "0.1.0"
 
-__all__ = ["Float16OverflowWarning", "MXNetError", "NDArray", "autograd", "cache_info",
+__all__ = ["Float16OverflowWarning", "KernelDefectWarning", "MXNetError", "NDArray", "autograd", "cache_info",
            "clear_cache", "explain", "gluon",
            "get_num_threads", "is_training", "last_impl", "nd", "onednn_enabled",
            "predict_mode", "reorder_counts", "reset_reorder_counts", "runtime_info",

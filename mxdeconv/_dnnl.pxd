@@ -13,6 +13,7 @@ cdef extern from "oneapi/dnnl/dnnl.h" nogil:
         dnnl_out_of_memory
         dnnl_invalid_arguments
         dnnl_unimplemented
+        dnnl_last_impl_reached
 
     ctypedef enum dnnl_data_type_t:
         dnnl_data_type_undef
@@ -39,6 +40,15 @@ cdef extern from "oneapi/dnnl/dnnl.h" nogil:
         dnnl_acbd
         dnnl_acbde
         dnnl_acbdef
+        dnnl_acb
+        dnnl_acdb
+        dnnl_acdeb
+        dnnl_aBc16b
+        dnnl_aBcd16b
+        dnnl_aBcde16b
+        dnnl_aBc8b
+        dnnl_aBcd8b
+        dnnl_aBcde8b
 
     ctypedef enum dnnl_prop_kind_t:
         dnnl_forward_training
@@ -48,6 +58,7 @@ cdef extern from "oneapi/dnnl/dnnl.h" nogil:
 
     ctypedef enum dnnl_alg_kind_t:
         dnnl_deconvolution_direct
+        dnnl_binary_add
 
     ctypedef enum dnnl_engine_kind_t:
         dnnl_cpu
@@ -111,6 +122,8 @@ cdef extern from "oneapi/dnnl/dnnl.h" nogil:
 
     enum:
         DNNL_ARG_SRC
+        DNNL_ARG_SRC_0
+        DNNL_ARG_SRC_1
         DNNL_ARG_DST
         DNNL_ARG_FROM
         DNNL_ARG_TO
@@ -160,6 +173,9 @@ cdef extern from "oneapi/dnnl/dnnl.h" nogil:
                                            int32_t zero_point, dnnl_data_type_t data_type)
 
     dnnl_status_t dnnl_primitive_desc_destroy(dnnl_primitive_desc_t primitive_desc)
+    dnnl_status_t dnnl_primitive_desc_next_impl(dnnl_primitive_desc_t primitive_desc)
+    dnnl_status_t dnnl_primitive_desc_clone(dnnl_primitive_desc_t *primitive_desc,
+                                            const_dnnl_primitive_desc_t existing)
     dnnl_status_t dnnl_primitive_desc_query(const_dnnl_primitive_desc_t primitive_desc,
                                             dnnl_query_t what, int index, void *result)
     const_dnnl_memory_desc_t dnnl_primitive_desc_query_md(
@@ -176,6 +192,12 @@ cdef extern from "oneapi/dnnl/dnnl.h" nogil:
         dnnl_primitive_desc_t *reorder_primitive_desc,
         const_dnnl_memory_desc_t src_desc, dnnl_engine_t src_engine,
         const_dnnl_memory_desc_t dst_desc, dnnl_engine_t dst_engine,
+        const_dnnl_primitive_attr_t attr)
+
+    dnnl_status_t dnnl_binary_primitive_desc_create(
+        dnnl_primitive_desc_t *primitive_desc, dnnl_engine_t engine,
+        dnnl_alg_kind_t alg_kind, const_dnnl_memory_desc_t src0_desc,
+        const_dnnl_memory_desc_t src1_desc, const_dnnl_memory_desc_t dst_desc,
         const_dnnl_primitive_attr_t attr)
 
     dnnl_status_t dnnl_deconvolution_forward_primitive_desc_create(

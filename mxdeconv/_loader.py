@@ -12,7 +12,7 @@ from __future__ import annotations
 import ctypes
 from importlib import metadata
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 
 def _installed_libdnnl() -> Optional[Path]:
@@ -26,10 +26,20 @@ def _installed_libdnnl() -> Optional[Path]:
     return None
 
 
-def load_extension():
+def load_extension() -> Any:
     """Import and return ``mxdeconv._ops``; raise ImportError saying why not."""
     library = _installed_libdnnl()
     if library is not None and library.exists():
         ctypes.CDLL(str(library), mode=ctypes.RTLD_GLOBAL)
     from . import _ops
     return _ops
+
+
+#: The extension module, or None when it failed to load (``ERROR`` says why:
+#: reported by runtime_info(), explain() and the support check).
+ops: Any = None
+ERROR: Optional[str] = None
+try:
+    ops = load_extension()
+except ImportError as error:
+    ERROR = f"the oneDNN extension failed to load: {error}"

@@ -1,42 +1,46 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, embedsignature=True
 """The oneDNN path: the only module of mxdeconv that calls oneDNN.
 
-It builds deconvolution primitives (forward, backward data, backward
-weights+bias) from one descriptor helper, keeps them in a thread-local LRU
-cache keyed by the call's signature, decides which buffers need a reorder into
-the layout a primitive prefers, and executes with the GIL released.
+It describes deconvolutions to oneDNN (one descriptor helper), enumerates the
+candidate implementations and layouts oneDNN offers for a geometry (the
+planner in ``plans.py`` checks each before use), runs the chosen primitives
+with the GIL released, and moves arrays between the default layout and the
+layouts primitives prefer.
 
-Inputs arrive validated (see ``registry.py``/``nd.py``); everything here raises
-``MXNetError`` with oneDNN's status name when oneDNN refuses something.
+Every oneDNN handle lives in a small owning class (``MemoryDesc``,
+``PrimitiveDesc``, ``Attr``, ``Primitive``) whose ``__dealloc__`` frees it,
+and every oneDNN status is checked: a refusal raises ``MXNetError`` naming
+oneDNN's status.
 """
 from collections import OrderedDict
+import numbers
 import os
 import threading
+import warnings
 
 import numpy as np
 cimport numpy as cnp
-from libc.stdint cimport int32_t, int64_t
-from libc.string cimport memset
+from libc.stdint cimport int64_t
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 
 from ._dnnl cimport *
 from .base import MXNetError
-from .ndarray import BFLOAT16, NDArray, aligned_empty
+from .buffers import aligned_bytes, aligned_empty
+from .ndarray import NDArray
 
 cnp.import_array()
 
-# ----------------------------------------------------------------------------
-# Engine, per-thread stream and thread count
-# ----------------------------------------------------------------------------
-cdef dnnl_engine_t _engine = NULL
-_tls = threading.local()
-cdef int _requested_threads = 0  # 0: leave OpenMP's default (OMP_NUM_THREADS)
 
-
+# ----------------------------------------------------------------------------
+# Status checks, engine
+# ----------------------------------------------------------------------------
 cdef inline int check(dnnl_status_t status, what) except -1:
     if status != dnnl_success:
         raise MXNetError(f"oneDNN {what} failed: {dnnl_status2str(status).decode()}")
     return 0
+
+
+cdef dnnl_engine_t _engine = NULL
 
 
 cdef dnnl_engine_t engine() except NULL:
@@ -46,30 +50,72 @@ cdef dnnl_engine_t engine() except NULL:
     return _engine
 
 
+# ----------------------------------------------------------------------------
+# The one cache policy: a bounded LRU map
+# ----------------------------------------------------------------------------
+#: Largest cache bound accepted (entries hold compiled kernels: far more is a typo).
+MAX_CACHE_CAPACITY = 1 << 20
+DEFAULT_CACHE_CAPACITY = 1024
+
+
+def _capacity_from_env():
+    """MXDECONV_PRIMITIVE_CACHE_CAPACITY, or the default with a warning when it
+    is not an integer in [0, MAX_CACHE_CAPACITY] (junk in the environment must
+    not make the import fail)."""
+    value = os.environ.get("MXDECONV_PRIMITIVE_CACHE_CAPACITY")
+    if value is None:
+        return DEFAULT_CACHE_CAPACITY
+    try:
+        capacity = int(value)
+    except ValueError:
+        capacity = -1
+    if not 0 <= capacity <= MAX_CACHE_CAPACITY:
+        warnings.warn(f"MXDECONV_PRIMITIVE_CACHE_CAPACITY must be an integer in "
+                      f"[0, {MAX_CACHE_CAPACITY}], got {value!r}; using "
+                      f"{DEFAULT_CACHE_CAPACITY}", RuntimeWarning, stacklevel=2)
+        return DEFAULT_CACHE_CAPACITY
+    return capacity
+
+
+cdef Py_ssize_t _capacity = _capacity_from_env()
+
+
 cdef class LRUCache:
-    """A bounded map with least-recently-used eviction and hit/miss counters."""
+    """A bounded map with least-recently-used eviction and hit/miss counters.
+
+    ``capacity`` None follows the primitive-cache bound (set_cache_capacity).
+    """
     cdef object entries
+    cdef object fixed_capacity
     cdef readonly long hits, misses, evictions
 
-    def __cinit__(self):
+    def __cinit__(self, capacity=None):
         self.entries = OrderedDict()
+        self.fixed_capacity = capacity
 
-    cdef object get(self, key):
+    cpdef object get(self, key):
         value = self.entries.get(key)
         if value is None:
             self.misses += 1
-        else:
-            self.hits += 1
+            return None
+        self.hits += 1
+        try:
             self.entries.move_to_end(key)
+        except KeyError:  # evicted by another thread meanwhile (shared caches)
+            pass
         return value
 
-    cdef put(self, key, value):
+    cpdef put(self, key, value):
         self.entries[key] = value
         self.trim()
 
     cdef trim(self):
-        while len(self.entries) > _capacity:
-            self.entries.popitem(last=False)
+        limit = _capacity if self.fixed_capacity is None else self.fixed_capacity
+        while len(self.entries) > limit:
+            try:
+                self.entries.popitem(last=False)
+            except KeyError:
+                break
             self.evictions += 1
 
     def clear(self):
@@ -79,18 +125,16 @@ cdef class LRUCache:
         return len(self.entries)
 
 
-def _capacity_from_env():
-    value = os.environ.get("MXDECONV_PRIMITIVE_CACHE_CAPACITY", "1024")
-    try:
-        capacity = int(value)
-    except ValueError:
-        raise MXNetError(f"MXDECONV_PRIMITIVE_CACHE_CAPACITY must be an integer, got {value!r}")
-    if capacity < 0:
-        raise MXNetError(f"MXDECONV_PRIMITIVE_CACHE_CAPACITY must be >= 0, got {capacity}")
-    return capacity
-
-
-cdef Py_ssize_t _capacity = _capacity_from_env()
+# ----------------------------------------------------------------------------
+# Per-thread state and the OpenMP thread count
+# ----------------------------------------------------------------------------
+#: Largest thread count accepted: libgomp crashes on absurd counts (10**6).
+MAX_THREADS = 1024
+_tls = threading.local()
+cdef int _requested_threads = 0   # 0: leave OpenMP's default (OMP_NUM_THREADS)
+cdef long _thread_epoch = 0       # bumped to make every thread re-apply the count
+cdef bint _team_started = False   # an OpenMP team of > 1 threads ran in this process
+cdef bint _forked_child = False   # forked after a team ran: more threads would hang
 
 
 cdef class ThreadState:
@@ -98,12 +142,13 @@ cdef class ThreadState:
     thread-safe), its primitive cache and the OpenMP thread count applied."""
     cdef dnnl_stream_t stream
     cdef LRUCache cache
-    cdef int threads
+    cdef long epoch
 
     def __cinit__(self):
         check(dnnl_stream_create(&self.stream, engine(), dnnl_stream_default_flags),
               "stream creation")
         self.cache = LRUCache()
+        self.epoch = -1
 
     def __dealloc__(self):
         if self.stream != NULL:
@@ -120,24 +165,66 @@ cdef ThreadState thread_state():
 
 cdef int thread_count(ThreadState state) except -1:
     """Apply set_num_threads() to this thread (OpenMP keeps it per thread)."""
-    if _requested_threads and state.threads != _requested_threads:
-        omp_set_num_threads(_requested_threads)
-        state.threads = _requested_threads
+    if state.epoch != _thread_epoch:
+        if _requested_threads:
+            omp_set_num_threads(_requested_threads)
+        state.epoch = _thread_epoch
     return omp_get_max_threads()
 
 
-def set_num_threads(int count):
-    """Use ``count`` OpenMP threads in every oneDNN call from now on."""
-    global _requested_threads
+cdef int _set_threads(int count):
+    global _requested_threads, _thread_epoch
+    _requested_threads = count
+    _thread_epoch += 1
+    return 0
+
+
+def set_num_threads(count):
+    """Use ``count`` OpenMP threads (1..MAX_THREADS) in every oneDNN call from now on."""
+    if isinstance(count, bool) or not isinstance(count, numbers.Integral):
+        raise TypeError(f"set_num_threads: count must be an int, got {count!r} "
+                        f"of type {type(count).__name__}")
     if count < 1:
         raise MXNetError(f"set_num_threads needs a count >= 1, got {count}")
-    _requested_threads = count
+    if count > MAX_THREADS:
+        raise MXNetError(f"set_num_threads needs a count <= {MAX_THREADS} (MAX_THREADS), "
+                         f"got {count}")
+    if _forked_child and count > 1:
+        raise MXNetError(
+            f"set_num_threads: count must be 1 in a process forked after oneDNN ran "
+            f"with several threads, got {count}: GNU OpenMP cannot start threads after "
+            "fork() (use multiprocessing's 'spawn' or 'forkserver' start method)")
+    _set_threads(int(count))
     thread_count(thread_state())
 
 
 def get_num_threads():
     """The number of OpenMP threads oneDNN calls from this thread use."""
     return thread_count(thread_state())
+
+
+def _clamp_environment_threads():
+    """Survive a huge OMP_NUM_THREADS: clamp it, with a warning."""
+    cdef int count = omp_get_max_threads()
+    if count > MAX_THREADS:
+        warnings.warn(f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')!r} asks for "
+                      f"{count} threads; mxdeconv runs oneDNN with at most {MAX_THREADS}",
+                      RuntimeWarning, stacklevel=2)
+        _set_threads(MAX_THREADS)
+
+
+def _after_fork_in_child():
+    """A forked child inherits libgomp's thread team as dead threads: its next
+    parallel region would wait for them forever.  One thread never starts a
+    team, so the child runs single-threaded (PyTorch does the same)."""
+    global _forked_child
+    if _team_started:
+        _forked_child = True
+        _set_threads(1)
+
+
+_clamp_environment_threads()
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 # ----------------------------------------------------------------------------
@@ -179,12 +266,12 @@ def reset_reorder_counts():
 
 
 # ----------------------------------------------------------------------------
-# Memory descriptors
+# Memory descriptors and tensor layouts
 # ----------------------------------------------------------------------------
 _NP_TO_DNNL = {"float32": dnnl_f32, "float16": dnnl_f16, "bfloat16": dnnl_bf16}
 _DNNL_TO_NP = {<int>dnnl_f32: "float32", <int>dnnl_f16: "float16",
                <int>dnnl_bf16: "bfloat16"}
-_PLAIN_TAGS = {3: dnnl_abc, 4: dnnl_abcd, 5: dnnl_abcde}
+_PLAIN_TAGS = {1: dnnl_a, 3: dnnl_abc, 4: dnnl_abcd, 5: dnnl_abcde}
 _UNGROUPED_WEIGHT_TAGS = {3: dnnl_bac, 4: dnnl_bacd, 5: dnnl_bacde}   # iow, iohw, iodhw
 _GROUPED_WEIGHT_TAGS = {4: dnnl_acbd, 5: dnnl_acbde, 6: dnnl_acbdef}  # giow, giohw, giodhw
 _SPATIAL_LETTERS = {1: "w", 2: "hw", 3: "dhw"}
@@ -195,18 +282,13 @@ ROLE_DATA, ROLE_WEIGHTS, ROLE_BIAS = "data", "weights", "bias"
 cdef class MemoryDesc:
     """An owned oneDNN memory descriptor with a readable layout name.
 
-    Attributes: ``layout`` (e.g. ``"nChw16c"``), ``dims``, ``dtype``,
-    ``size`` (bytes, padding included) and ``key`` (hashable, for caches).
+    Attributes: ``layout`` (e.g. ``"nChw16c"``; ``"any"`` before a primitive
+    chose), ``dims``, ``dtype``, ``size`` (bytes, padding included) and
+    ``key`` (hashable, for caches).
     """
     cdef dnnl_memory_desc_t md
-    cdef readonly object layout, dims, dtype, key, role
+    cdef readonly object layout, dims, dtype, key
     cdef readonly size_t size
-    # For a primitive's descriptor: the default layout of the NDArray bound
-    # to it, and whether the two are the same (no reorder for plain arrays).
-    cdef readonly bint grouped      # weights over (G, OC/G, IC/G, *k)
-    cdef readonly MemoryDesc plain
-    cdef readonly bint is_plain
-    cdef readonly tuple plain_shape
 
     def __dealloc__(self):
         if self.md != NULL:
@@ -224,8 +306,25 @@ cdef class MemoryDesc:
         return f"MemoryDesc({self.layout}, dims={self.dims}, {self.dtype})"
 
 
-cdef MemoryDesc wrap_md(const_dnnl_memory_desc_t src, role, bint grouped=False):
-    """Clone ``src`` (owned by a primitive descriptor) into a MemoryDesc."""
+cdef inline int md_query(const_dnnl_memory_desc_t md, dnnl_query_t what,
+                         void *result) except -1:
+    return check(dnnl_memory_desc_query(md, what, result), "memory descriptor query")
+
+
+cdef str letters_of(str role, int ndims, bint grouped):
+    """Axis letters for layout names: MXNet/oneDNN's where they apply, else a, b, ..."""
+    cdef int spatial = ndims - (3 if grouped and role == ROLE_WEIGHTS else 2)
+    if role == ROLE_BIAS and ndims == 1:
+        return "x"
+    if spatial not in _SPATIAL_LETTERS:
+        return "abcdefghijkl"[:ndims]
+    if role == ROLE_DATA:
+        return "nc" + _SPATIAL_LETTERS[spatial]
+    return ("goi" if grouped else "oi") + _SPATIAL_LETTERS[spatial]
+
+
+cdef MemoryDesc wrap_md(const_dnnl_memory_desc_t src, str role, bint grouped=False):
+    """Clone ``src`` (owned by someone else) into a MemoryDesc."""
     cdef MemoryDesc desc = MemoryDesc.__new__(MemoryDesc)
     check(dnnl_memory_desc_clone(&desc.md, src), "memory descriptor clone")
     cdef int ndims = 0, nblks = 0, i, dtype = 0, format_kind = 0
@@ -233,33 +332,24 @@ cdef MemoryDesc wrap_md(const_dnnl_memory_desc_t src, role, bint grouped=False):
     cdef const dnnl_dim_t *strides = NULL
     cdef const dnnl_dim_t *blks = NULL
     cdef const dnnl_dim_t *idxs = NULL
-    dnnl_memory_desc_query(desc.md, dnnl_query_ndims_s32, &ndims)
-    dnnl_memory_desc_query(desc.md, dnnl_query_dims, &dims)
-    dnnl_memory_desc_query(desc.md, dnnl_query_data_type, &dtype)
-    dnnl_memory_desc_query(desc.md, dnnl_query_format_kind, &format_kind)
+    md_query(desc.md, dnnl_query_ndims_s32, &ndims)
+    md_query(desc.md, dnnl_query_dims, &dims)
+    md_query(desc.md, dnnl_query_data_type, &dtype)
+    md_query(desc.md, dnnl_query_format_kind, &format_kind)
     desc.dims = tuple(dims[i] for i in range(ndims))
     desc.dtype = _DNNL_TO_NP.get(dtype, dnnl_dt2str(<dnnl_data_type_t>dtype).decode())
     desc.size = dnnl_memory_desc_get_size(desc.md)
-    desc.role = role
-    desc.grouped = grouped
     if format_kind != dnnl_blocked:  # format_tag::any: chosen by a primitive later
         desc.layout = "any"
         desc.key = ("any", desc.dims, desc.dtype, 0)
         return desc
-    dnnl_memory_desc_query(desc.md, dnnl_query_strides, &strides)
-    dnnl_memory_desc_query(desc.md, dnnl_query_inner_nblks_s32, &nblks)
-    dnnl_memory_desc_query(desc.md, dnnl_query_inner_blks, &blks)
-    dnnl_memory_desc_query(desc.md, dnnl_query_inner_idxs, &idxs)
+    md_query(desc.md, dnnl_query_strides, &strides)
+    md_query(desc.md, dnnl_query_inner_nblks_s32, &nblks)
+    md_query(desc.md, dnnl_query_inner_blks, &blks)
+    md_query(desc.md, dnnl_query_inner_idxs, &idxs)
     # Name the layout like oneDNN's tags: outer axes by decreasing stride (a
     # blocked axis upper-case), then the inner blocks, e.g. aBcd16b -> nChw16c.
-    if role == ROLE_BIAS:
-        letters = "x"
-    elif role == ROLE_DATA:
-        letters = "nc" + _SPATIAL_LETTERS[ndims - 2]
-    elif grouped:
-        letters = "goi" + _SPATIAL_LETTERS[ndims - 3]
-    else:
-        letters = "oi" + _SPATIAL_LETTERS[ndims - 2]
+    letters = letters_of(role, ndims, grouped)
     blocked_axes = {idxs[i] for i in range(nblks)}
     order = sorted(range(ndims), key=lambda axis: -strides[axis])
     name = "".join(letters[a].upper() if a in blocked_axes else letters[a] for a in order)
@@ -269,7 +359,8 @@ cdef MemoryDesc wrap_md(const_dnnl_memory_desc_t src, role, bint grouped=False):
     return desc
 
 
-cdef MemoryDesc new_md(dims, dtype, dnnl_format_tag_t tag, role, bint grouped=False):
+cdef MemoryDesc new_md(dims, str dtype, dnnl_format_tag_t tag, str role,
+                       bint grouped=False):
     cdef dnnl_dims_t c_dims
     cdef dnnl_memory_desc_t md = NULL
     cdef int i
@@ -277,63 +368,168 @@ cdef MemoryDesc new_md(dims, dtype, dnnl_format_tag_t tag, role, bint grouped=Fa
         c_dims[i] = d
     check(dnnl_memory_desc_create_with_tag(&md, len(dims), c_dims,
                                            _NP_TO_DNNL[dtype], tag),
-          "memory descriptor creation")
+          f"memory descriptor creation ({role} {tuple(dims)} {dtype})")
     try:
         return wrap_md(md, role, grouped)
     finally:
         dnnl_memory_desc_destroy(md)
 
 
-_plain_mds = {}
+cdef tuple onednn_weight_dims(tuple shape, int groups):
+    """MXNet's weight ``(C_in, OC/G, *k)`` as oneDNN's ``(OC, IC, *k)`` or
+    ``(G, OC/G, IC/G, *k)``."""
+    if groups == 1:
+        return (shape[1], shape[0]) + shape[2:]
+    return (groups, shape[1], shape[0] // groups) + shape[2:]
 
 
-cpdef MemoryDesc plain_md(tuple shape, str dtype, str role, int groups=1):
+_plain_mds = LRUCache(4096)
+
+
+cdef MemoryDesc plain_md(tuple shape, str dtype, str role, int groups):
     """The descriptor of an NDArray in the default layout, seen in ``role``.
 
-    Data and bias are plain row-major.  A weight ``(C_in, OC/G, *k)`` is
-    described over oneDNN's deconvolution weight dims ``(OC, IC, *k)`` or
-    ``(G, OC/G, IC/G, *k)`` with tag ``iohw``/``giohw`` (and 1-D/3-D kin), so the
-    user's buffer is used as is.
+    Data and bias are plain row-major.  A weight is described over oneDNN's
+    weight dims with tag ``iohw``/``giohw`` (and 1-D/3-D kin), so the user's
+    buffer is used as is.
     """
     key = (shape, dtype, role, groups)
     cdef MemoryDesc desc = _plain_mds.get(key)
     if desc is not None:
         return desc
-    if len(_plain_mds) >= max(_capacity, 64):
-        # Bounded like the primitive cache; plans keep their own references.
-        _plain_mds.clear()
-    ndims = len(shape)
     if role == ROLE_WEIGHTS:
-        in_channels, out_per_group = shape[0], shape[1]
-        if groups == 1:
-            desc = new_md((out_per_group, in_channels) + shape[2:], dtype,
-                          _UNGROUPED_WEIGHT_TAGS[ndims], role)
-        else:
-            desc = new_md((groups, out_per_group, in_channels // groups) + shape[2:],
-                          dtype, _GROUPED_WEIGHT_TAGS[ndims + 1], role, True)
-    elif role == ROLE_BIAS:
-        desc = new_md(shape, dtype, dnnl_a, role)
+        dims = onednn_weight_dims(shape, groups)
+        tags = _UNGROUPED_WEIGHT_TAGS if groups == 1 else _GROUPED_WEIGHT_TAGS
+        desc = new_md(dims, dtype, tags[len(dims)], role, groups > 1)
     else:
-        desc = new_md(shape, dtype, _PLAIN_TAGS[ndims], role)
-    _plain_mds[key] = desc
+        desc = new_md(shape, dtype, _PLAIN_TAGS[len(shape)], role)
+    _plain_mds.put(key, desc)
     return desc
 
 
-cdef MemoryDesc any_md(dims, dtype, role, bint grouped=False):
-    return new_md(dims, dtype, dnnl_format_tag_any, role, grouped)
+cdef class Layout:
+    """One tensor's bytes in one oneDNN format.
+
+    A blocked buffer is meaningless without knowing which tensor it holds: a
+    weight's oneDNN dims are ``(O, I, *k)`` while its NDArray shape is
+    ``(I, O, *k)``, so a square weight and an activation can share dims.  A
+    Layout therefore records the tensor (``role``, the NDArray ``shape``,
+    ``groups``) beside the descriptor, and two layouts are interchangeable only
+    when both agree.
+    """
+    cdef readonly MemoryDesc desc, plain
+    cdef readonly str role
+    cdef readonly tuple shape
+    cdef readonly int groups
+    cdef readonly bint is_plain
+    cdef readonly object np_dtype
+
+    @property
+    def name(self):
+        return self.desc.layout
+
+    cdef inline bint same_tensor(self, Layout other):
+        return (self.role == other.role and self.shape == other.shape
+                and self.groups == other.groups)
+
+    def __eq__(self, other):
+        if not isinstance(other, Layout):
+            return NotImplemented
+        return self.same_tensor(other) and self.desc == (<Layout>other).desc
+
+    def __hash__(self):
+        return hash((self.role, self.shape, self.groups, self.desc.key))
+
+    def __repr__(self):
+        return f"Layout({self.desc.layout}, {self.role} {self.shape})"
+
+    def to_plain(self, cnp.ndarray buffer, label="to_default"):
+        """A new default-layout array holding the values of ``buffer`` (in this layout)."""
+        plain = aligned_empty(self.shape, self.np_dtype)
+        run_reorder(self.desc, buffer, self.plain, plain, False, label)
+        return plain
 
 
-cdef MemoryDesc bind_plain(MemoryDesc desc, tuple shape, int groups=1):
-    """Record on a primitive's ``desc`` the default layout of arrays of ``shape``."""
-    desc.plain = plain_md(shape, desc.dtype, desc.role, groups)
-    desc.is_plain = desc == desc.plain
-    desc.plain_shape = shape
-    return desc
+cdef Layout make_layout(MemoryDesc desc, str role, tuple shape, int groups=1):
+    cdef Layout layout = Layout.__new__(Layout)
+    layout.desc, layout.role, layout.shape, layout.groups = desc, role, shape, groups
+    layout.plain = plain_md(shape, desc.dtype, role, groups)
+    layout.is_plain = desc == layout.plain
+    layout.np_dtype = np.dtype(desc.dtype)
+    return layout
+
+
+cdef cnp.ndarray new_buffer(MemoryDesc desc):
+    """Uninitialised bytes for ``desc``, 64-byte aligned like oneDNN's own."""
+    return aligned_bytes(desc.size)
+
+
+cdef object plain_view(cnp.ndarray buffer, Layout layout):
+    """The bytes of a default-layout buffer as a typed array of the NDArray shape."""
+    return buffer.view(layout.np_dtype).reshape(layout.shape)
 
 
 # ----------------------------------------------------------------------------
-# Primitives and their cache
+# Owned primitive descriptors, attributes and primitives
 # ----------------------------------------------------------------------------
+cdef class PrimitiveDesc:
+    """An owned oneDNN primitive descriptor; ``next_impl()`` moves to oneDNN's
+    next implementation of the same operation."""
+    cdef dnnl_primitive_desc_t pd
+
+    def __dealloc__(self):
+        if self.pd != NULL:
+            dnnl_primitive_desc_destroy(self.pd)
+
+    cdef str impl(self):
+        cdef const char *name = NULL
+        check(dnnl_primitive_desc_query(self.pd, dnnl_query_impl_info_str, 0, &name),
+              "implementation query")
+        return name.decode() if name != NULL else "?"
+
+    cdef MemoryDesc query(self, dnnl_query_t what, int index, str role, bint grouped=False):
+        cdef const_dnnl_memory_desc_t md = dnnl_primitive_desc_query_md(self.pd, what, index)
+        if md == NULL:
+            raise MXNetError(f"oneDNN {self.impl()} has no memory descriptor for "
+                             f"{role} (query {<int>what}, index {index})")
+        return wrap_md(md, role, grouped)
+
+    cdef bint next_impl(self) except -1:
+        cdef dnnl_status_t status = dnnl_primitive_desc_next_impl(self.pd)
+        if status == dnnl_last_impl_reached:
+            return False
+        check(status, "moving to the next implementation")
+        return True
+
+    cdef PrimitiveDesc clone(self):
+        cdef PrimitiveDesc copy = PrimitiveDesc.__new__(PrimitiveDesc)
+        check(dnnl_primitive_desc_clone(&copy.pd, self.pd), "primitive descriptor clone")
+        return copy
+
+
+cdef class Attr:
+    """Owned primitive attributes; ``accumulate`` adds a sum post-op
+    (dst = dst + result: MXNet's req=kAddTo in one pass)."""
+    cdef dnnl_primitive_attr_t attr
+
+    def __cinit__(self, bint accumulate):
+        cdef dnnl_post_ops_t post_ops = NULL
+        check(dnnl_primitive_attr_create(&self.attr), "attribute creation")
+        if not accumulate:
+            return
+        check(dnnl_post_ops_create(&post_ops), "post-op creation")
+        try:
+            check(dnnl_post_ops_append_sum(post_ops, 1.0, 0, dnnl_data_type_undef),
+                  "sum post-op")
+            check(dnnl_primitive_attr_set_post_ops(self.attr, post_ops), "post-op attribute")
+        finally:
+            dnnl_post_ops_destroy(post_ops)
+
+    def __dealloc__(self):
+        if self.attr != NULL:
+            dnnl_primitive_attr_destroy(self.attr)
+
+
 cdef enum:
     MAX_ARGS = 6
 
@@ -348,7 +544,6 @@ cdef class Primitive:
     cdef dnnl_exec_arg_t args[MAX_ARGS]
     cdef int nargs
     cdef readonly str impl
-    cdef readonly dict descs   # execution arg id -> MemoryDesc
 
     def __dealloc__(self):
         cdef int i
@@ -359,13 +554,19 @@ cdef class Primitive:
             dnnl_primitive_destroy(self.prim)
 
     cdef int run(self, void **handles) except -1:
+        global _team_started
         cdef dnnl_stream_t stream = thread_state().stream
-        cdef dnnl_status_t status
+        cdef dnnl_status_t status = dnnl_success
         cdef int i
+        if not _team_started and omp_get_max_threads() > 1:
+            _team_started = True
         with nogil:
             for i in range(self.nargs):
-                dnnl_memory_set_data_handle(self.args[i].memory, handles[i])
-            status = dnnl_primitive_execute(self.prim, stream, self.nargs, self.args)
+                status = dnnl_memory_set_data_handle(self.args[i].memory, handles[i])
+                if status != dnnl_success:
+                    break
+            if status == dnnl_success:
+                status = dnnl_primitive_execute(self.prim, stream, self.nargs, self.args)
             if status == dnnl_success:
                 status = dnnl_stream_wait(stream)
         if status != dnnl_success:
@@ -373,31 +574,17 @@ cdef class Primitive:
         return 0
 
 
-cdef Primitive make_primitive(dnnl_primitive_desc_t pd, list arg_specs):
-    """Create the primitive of ``pd``; ``arg_specs`` = [(arg id, query, role, grouped)].
-
-    Takes ownership of ``pd`` (destroyed here once the primitive exists).
-    """
+cdef Primitive make_primitive(PrimitiveDesc pd, list args):
+    """The primitive of ``pd``; ``args`` = [(execution arg id, its MemoryDesc)]."""
     cdef Primitive p = Primitive.__new__(Primitive)
-    cdef const char *impl = NULL
-    cdef const_dnnl_memory_desc_t md
-    try:
-        dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl)
-        p.impl = impl.decode() if impl != NULL else "?"
-        p.descs = {}
-        for arg, query, role, grouped in arg_specs:
-            md = dnnl_primitive_desc_query_md(pd, <dnnl_query_t>query,
-                                              1 if arg == DNNL_ARG_BIAS or arg == DNNL_ARG_DIFF_BIAS else 0)
-            if md == NULL:
-                raise MXNetError(f"oneDNN {p.impl} has no memory descriptor for argument {arg}")
-            p.descs[arg] = wrap_md(md, role, grouped)
-            p.args[p.nargs].arg = arg
-            check(dnnl_memory_create(&p.args[p.nargs].memory, md, engine(), DNNL_MEMORY_NONE),
-                  "memory creation")
-            p.nargs += 1
-        check(dnnl_primitive_create(&p.prim, pd), "primitive creation")
-    finally:
-        dnnl_primitive_desc_destroy(pd)
+    cdef MemoryDesc desc
+    p.impl = pd.impl()
+    for arg, desc in args:
+        p.args[p.nargs].arg = arg
+        check(dnnl_memory_create(&p.args[p.nargs].memory, desc.md, engine(),
+                                 DNNL_MEMORY_NONE), "memory creation")
+        p.nargs += 1
+    check(dnnl_primitive_create(&p.prim, pd.pd), f"primitive creation ({p.impl})")
     return p
 
 
@@ -405,20 +592,34 @@ cdef LRUCache thread_cache():
     return thread_state().cache
 
 
-def set_cache_capacity(Py_ssize_t capacity):
+def cache(key):
+    """This thread's cached entry for ``key`` (None if absent): the planner's store."""
+    return thread_cache().get(key)
+
+
+def cache_put(key, value):
+    thread_cache().put(key, value)
+
+
+def set_cache_capacity(capacity):
     """Bound every thread's primitive cache to ``capacity`` entries (0 disables it)."""
     global _capacity
+    if isinstance(capacity, bool) or not isinstance(capacity, numbers.Integral):
+        raise TypeError(f"set_cache_capacity: capacity must be an int, got {capacity!r} "
+                        f"of type {type(capacity).__name__}")
     if capacity < 0:
         raise MXNetError(f"cache capacity must be >= 0, got {capacity}")
-    _capacity = capacity
+    if capacity > MAX_CACHE_CAPACITY:
+        raise MXNetError(f"cache capacity must be <= {MAX_CACHE_CAPACITY}, got {capacity}")
+    _capacity = int(capacity)
     thread_cache().trim()
 
 
 def cache_info():
     """This thread's primitive cache: size, capacity, hits, misses, evictions."""
-    cdef LRUCache cache = thread_cache()
-    return {"size": len(cache), "capacity": _capacity, "hits": cache.hits,
-            "misses": cache.misses, "evictions": cache.evictions}
+    cdef LRUCache lru = thread_cache()
+    return {"size": len(lru), "capacity": _capacity, "hits": lru.hits,
+            "misses": lru.misses, "evictions": lru.evictions}
 
 
 def clear_cache():
@@ -432,30 +633,17 @@ def clear_cache():
 # ----------------------------------------------------------------------------
 cdef Primitive reorder_primitive(MemoryDesc src, MemoryDesc dst, bint accumulate):
     key = ("reorder", src.key, dst.key, accumulate)
-    cdef LRUCache cache = thread_cache()
-    cdef Primitive prim = cache.get(key)
+    cdef LRUCache lru = thread_cache()
+    cdef Primitive prim = lru.get(key)
     if prim is not None:
         return prim
-    cdef dnnl_primitive_attr_t attr = NULL
-    cdef dnnl_post_ops_t post_ops = NULL
-    cdef dnnl_primitive_desc_t pd = NULL
-    try:
-        if accumulate:  # dst += reorder(src): MXNet's req=kAddTo in one pass
-            check(dnnl_primitive_attr_create(&attr), "attribute creation")
-            check(dnnl_post_ops_create(&post_ops), "post-op creation")
-            check(dnnl_post_ops_append_sum(post_ops, 1.0, 0, dnnl_data_type_undef),
-                  "sum post-op")
-            check(dnnl_primitive_attr_set_post_ops(attr, post_ops), "post-op attribute")
-        check(dnnl_reorder_primitive_desc_create(&pd, src.md, engine(), dst.md, engine(), attr),
-              f"reorder {src.layout} -> {dst.layout}")
-    finally:
-        if post_ops != NULL:
-            dnnl_post_ops_destroy(post_ops)
-        if attr != NULL:
-            dnnl_primitive_attr_destroy(attr)
-    prim = make_primitive(pd, [(DNNL_ARG_FROM, dnnl_query_src_md, src.role, src.grouped),
-                               (DNNL_ARG_TO, dnnl_query_dst_md, dst.role, dst.grouped)])
-    cache.put(key, prim)
+    cdef Attr attr = Attr(accumulate)
+    cdef PrimitiveDesc pd = PrimitiveDesc.__new__(PrimitiveDesc)
+    check(dnnl_reorder_primitive_desc_create(&pd.pd, src.md, engine(), dst.md, engine(),
+                                             attr.attr),
+          f"reorder {src.layout} -> {dst.layout}")
+    prim = make_primitive(pd, [(DNNL_ARG_FROM, src), (DNNL_ARG_TO, dst)])
+    lru.put(key, prim)
     return prim
 
 
@@ -464,23 +652,31 @@ cdef inline void *data_ptr(cnp.ndarray buffer):
 
 
 cdef int run_reorder(MemoryDesc src, cnp.ndarray src_buf, MemoryDesc dst,
-                     cnp.ndarray dst_buf, bint accumulate, str role) except -1:
+                     cnp.ndarray dst_buf, bint accumulate, label) except -1:
+    """dst_buf (layout ``dst``) = [dst_buf +] src_buf (layout ``src``); counted
+    under ``label`` in reorder_counts() (None: not counted)."""
     cdef void *handles[2]
     handles[0] = data_ptr(src_buf)
     handles[1] = data_ptr(dst_buf)
     reorder_primitive(src, dst, accumulate).run(handles)
-    _reorders[role] = _reorders.get(role, 0) + 1
+    if label is not None:
+        _reorders[label] = _reorders.get(label, 0) + 1
     return 0
 
 
-def reorder_to_plain(MemoryDesc src, cnp.ndarray src_buf, cnp.ndarray plain):
-    """Reorder a blocked buffer into the default layout ``plain`` (same shape)."""
-    cdef MemoryDesc target = src.plain
-    if target is None:
-        shape = tuple((<object>plain).shape)
-        groups = src.dims[0] if src.grouped else 1
-        target = plain_md(shape, src.dtype, src.role, groups)
-    run_reorder(src, src_buf, target, plain, False, "to_default")
+cdef cnp.ndarray reordered(MemoryDesc src, cnp.ndarray src_buf, MemoryDesc dst, label):
+    """A new buffer holding ``src_buf`` in layout ``dst``."""
+    cdef cnp.ndarray out = new_buffer(dst)
+    run_reorder(src, src_buf, dst, out, False, label)
+    return out
+
+
+cdef cnp.ndarray from_plain(Layout wanted, values):
+    """Default-layout ``values`` (of ``wanted``'s tensor) in layout ``wanted``."""
+    cdef cnp.ndarray plain = np.ascontiguousarray(values, dtype=wanted.np_dtype)
+    if wanted.is_plain:
+        return plain
+    return reordered(wanted.plain, plain, wanted.desc, None)
 
 
 # ----------------------------------------------------------------------------
@@ -490,11 +686,15 @@ cdef enum Pass:
     PASS_FORWARD, PASS_BACKWARD_DATA, PASS_BACKWARD_WEIGHTS
 
 
+_PASS_NAMES = {PASS_FORWARD: "forward", PASS_BACKWARD_DATA: "backward data",
+               PASS_BACKWARD_WEIGHTS: "backward weights"}
+
+
 cdef class Geometry:
     """oneDNN's view of one DeconvGeometry: dims, strides, dilations, paddings."""
     cdef dnnl_dims_t strides, dilates, pad_l, pad_r
     cdef readonly tuple src_dims, weight_dims, bias_dims, dst_dims
-    cdef readonly tuple data_shape, weight_shape   # the NDArrays' (MXNet) shapes
+    cdef readonly tuple data_shape, weight_shape, out_shape   # the NDArrays' shapes
     cdef readonly int groups
     cdef readonly bint grouped, has_bias
     cdef readonly str dtype
@@ -509,259 +709,411 @@ cdef class Geometry:
             g.dilates[i] = param.dilate[i] - 1  # oneDNN counts the gaps
             g.pad_l[i] = geom.pad_l[i]
             g.pad_r[i] = geom.pad_r[i]
-        groups = param.num_group
-        in_channels = geom.data_shape[1]
-        out_per_group = param.num_filter // groups
-        g.groups = groups
-        g.grouped = groups > 1
-        g.data_shape = geom.data_shape
+        g.groups = param.num_group
+        g.grouped = g.groups > 1
+        g.data_shape = g.src_dims = geom.data_shape
+        g.out_shape = g.dst_dims = geom.out_shape
         g.weight_shape = geom.weight_shape
-        g.src_dims = geom.data_shape
-        g.dst_dims = geom.out_shape
-        if g.grouped:
-            g.weight_dims = (groups, out_per_group, in_channels // groups) + param.kernel
-        else:
-            g.weight_dims = (out_per_group, in_channels) + param.kernel
+        g.weight_dims = onednn_weight_dims(geom.weight_shape, g.groups)
         g.has_bias = not param.no_bias
         g.bias_dims = (param.num_filter,)
         g.dtype = dtype
         return g
 
+    cdef MemoryDesc weights_any(self):
+        return new_md(self.weight_dims, self.dtype, dnnl_format_tag_any, ROLE_WEIGHTS,
+                      self.grouped)
 
-cdef dnnl_primitive_desc_t deconv_pd(Geometry g, Pass which, dnnl_prop_kind_t prop,
-                                     MemoryDesc src, MemoryDesc weights, MemoryDesc dst,
-                                     const_dnnl_primitive_desc_t hint,
-                                     const_dnnl_primitive_attr_t attr) except NULL:
-    """A primitive descriptor for one pass; ``src``/``weights``/``dst`` are the
-    (diff_)src, (diff_)weights and (diff_)dst descriptors of that pass."""
-    cdef dnnl_primitive_desc_t pd = NULL
-    cdef MemoryDesc bias = any_md(g.bias_dims, g.dtype, ROLE_BIAS) if g.has_bias else None
+    cdef MemoryDesc bias_any(self):
+        return new_md(self.bias_dims, self.dtype, dnnl_format_tag_any, ROLE_BIAS)
+
+    def __repr__(self):
+        return (f"src {self.src_dims}, weights {self.weight_dims}, dst {self.dst_dims}, "
+                f"{self.dtype}")
+
+
+cdef PrimitiveDesc deconv_pd(Geometry g, Pass which, dnnl_prop_kind_t prop,
+                             MemoryDesc src, MemoryDesc weights, MemoryDesc bias,
+                             MemoryDesc dst, PrimitiveDesc hint, Attr attr):
+    """A primitive descriptor for one pass, or None when oneDNN has no
+    implementation for it.  ``src``/``weights``/``bias``/``dst`` are the
+    (diff_)src, (diff_)weights, (diff_)bias (None: no bias) and (diff_)dst
+    descriptors of that pass."""
+    cdef PrimitiveDesc pd = PrimitiveDesc.__new__(PrimitiveDesc)
     cdef const_dnnl_memory_desc_t bias_md = bias.md if bias is not None else NULL
+    cdef const_dnnl_primitive_desc_t hint_pd = hint.pd if hint is not None else NULL
+    cdef const_dnnl_primitive_attr_t c_attr = attr.attr if attr is not None else NULL
     cdef dnnl_status_t status
     if which == PASS_FORWARD:
         status = dnnl_deconvolution_forward_primitive_desc_create(
-            &pd, engine(), prop, dnnl_deconvolution_direct, src.md, weights.md, bias_md,
-            dst.md, g.strides, g.dilates, g.pad_l, g.pad_r, attr)
+            &pd.pd, engine(), prop, dnnl_deconvolution_direct, src.md, weights.md, bias_md,
+            dst.md, g.strides, g.dilates, g.pad_l, g.pad_r, c_attr)
     elif which == PASS_BACKWARD_DATA:
         status = dnnl_deconvolution_backward_data_primitive_desc_create(
-            &pd, engine(), dnnl_deconvolution_direct, src.md, weights.md, dst.md,
-            g.strides, g.dilates, g.pad_l, g.pad_r, hint, attr)
+            &pd.pd, engine(), dnnl_deconvolution_direct, src.md, weights.md, dst.md,
+            g.strides, g.dilates, g.pad_l, g.pad_r, hint_pd, c_attr)
     else:
         status = dnnl_deconvolution_backward_weights_primitive_desc_create(
-            &pd, engine(), dnnl_deconvolution_direct, src.md, weights.md, bias_md,
-            dst.md, g.strides, g.dilates, g.pad_l, g.pad_r, hint, attr)
-    check(status, f"deconvolution descriptor ({_PASS_NAMES[which]}, src {g.src_dims}, "
-                  f"weights {g.weight_dims}, dst {g.dst_dims})")
+            &pd.pd, engine(), dnnl_deconvolution_direct, src.md, weights.md, bias_md,
+            dst.md, g.strides, g.dilates, g.pad_l, g.pad_r, hint_pd, c_attr)
+    if status == dnnl_unimplemented:
+        return None
+    check(status, f"deconvolution descriptor ({_PASS_NAMES[which]}, {g!r})")
     return pd
 
 
-_PASS_NAMES = {PASS_FORWARD: "forward", PASS_BACKWARD_DATA: "backward data",
-               PASS_BACKWARD_WEIGHTS: "backward weights"}
+cdef PrimitiveDesc forward_hint(Geometry g):
+    """The forward pass the backward passes are planned against."""
+    cdef MemoryDesc data_any = new_md(g.src_dims, g.dtype, dnnl_format_tag_any, ROLE_DATA)
+    cdef MemoryDesc out_any = new_md(g.dst_dims, g.dtype, dnnl_format_tag_any, ROLE_DATA)
+    cdef PrimitiveDesc hint = deconv_pd(
+        g, PASS_FORWARD, dnnl_forward_training, data_any, g.weights_any(),
+        g.bias_any() if g.has_bias else None, out_any, None, None)
+    if hint is None:
+        raise MXNetError(f"oneDNN has no deconvolution forward for {g!r}")
+    return hint
+
+
+# ----------------------------------------------------------------------------
+# Candidate plans
+# ----------------------------------------------------------------------------
+#: Layout families tried for the data tensors (src, dst and their gradients):
+#: oneDNN's own choice first, then each explicit family.
+FAMILIES = ("any", "blocked16", "blocked8", "channels_last", "plain")
+_FAMILY_TAGS = {
+    "blocked16": {3: dnnl_aBc16b, 4: dnnl_aBcd16b, 5: dnnl_aBcde16b},
+    "blocked8": {3: dnnl_aBc8b, 4: dnnl_aBcd8b, 5: dnnl_aBcde8b},
+    "channels_last": {3: dnnl_acb, 4: dnnl_acdb, 5: dnnl_acdeb},
+    "plain": _PLAIN_TAGS,
+}
+
+
+cdef MemoryDesc family_md(tuple dims, str dtype, str family):
+    cdef dnnl_format_tag_t tag = dnnl_format_tag_any
+    if family != "any":
+        tag = _FAMILY_TAGS[family][len(dims)]
+    return new_md(dims, dtype, tag, ROLE_DATA)
+
+
+cdef class Candidate:
+    """One way oneDNN offers to run a pass: a descriptor positioned on one
+    implementation, and how it was asked for.  ``build()`` creates its plan
+    (compiling the kernel): candidates are cheap, plans are not."""
+    cdef readonly PrimitiveDesc pd
+    cdef readonly str family, impl
+    cdef readonly bint bias_fused
+    cdef readonly int index      # position in the enumeration (stable per machine)
+    cdef object builder
+
+    @property
+    def is_reference(self):
+        """oneDNN's reference kernels: correct but orders of magnitude slower."""
+        return "ref" in self.impl.rpartition("+")[2]
+
+    def build(self):
+        return self.builder(self)
+
+    def __repr__(self):
+        bias = "" if self.bias_fused else ", bias added separately"
+        return f"Candidate({self.impl}, {self.family} layouts{bias})"
 
 
 cdef class ForwardPlan:
-    cdef readonly Primitive prim
-    cdef readonly MemoryDesc src, weights, bias, dst
+    """The forward pass of one geometry: a deconvolution primitive and, when
+    the bias cannot be fused, a binary primitive that adds it in place."""
+    cdef readonly Primitive prim, bias_prim
+    cdef readonly Layout src, weights, bias, dst
+    cdef readonly str impl, family
+    cdef readonly bint bias_fused
+    cdef public object verdict   # the planner's check result, for explain()
 
-    def __init__(self, Geometry g, bint training, bint accumulate):
-        cdef dnnl_primitive_attr_t attr = NULL
-        cdef dnnl_post_ops_t post_ops = NULL
-        cdef dnnl_primitive_desc_t pd
-        try:
-            if accumulate:  # req=add: dst = dst + deconv(src), fused
-                check(dnnl_primitive_attr_create(&attr), "attribute creation")
-                check(dnnl_post_ops_create(&post_ops), "post-op creation")
-                check(dnnl_post_ops_append_sum(post_ops, 1.0, 0, dnnl_data_type_undef),
-                      "sum post-op")
-                check(dnnl_primitive_attr_set_post_ops(attr, post_ops), "post-op attribute")
-            pd = deconv_pd(g, PASS_FORWARD,
-                           dnnl_forward_training if training else dnnl_forward_inference,
-                           any_md(g.src_dims, g.dtype, ROLE_DATA),
-                           any_md(g.weight_dims, g.dtype, ROLE_WEIGHTS, g.grouped),
-                           any_md(g.dst_dims, g.dtype, ROLE_DATA), NULL, attr)
-        finally:
-            if post_ops != NULL:
-                dnnl_post_ops_destroy(post_ops)
-            if attr != NULL:
-                dnnl_primitive_attr_destroy(attr)
-        specs = [(DNNL_ARG_SRC, dnnl_query_src_md, ROLE_DATA, False),
-                 (DNNL_ARG_WEIGHTS, dnnl_query_weights_md, ROLE_WEIGHTS, g.grouped)]
-        if g.has_bias:
-            specs.append((DNNL_ARG_BIAS, dnnl_query_weights_md, ROLE_BIAS, False))
-        specs.append((DNNL_ARG_DST, dnnl_query_dst_md, ROLE_DATA, False))
-        self.prim = make_primitive(pd, specs)
-        self.src = bind_plain(self.prim.descs[DNNL_ARG_SRC], g.data_shape)
-        self.weights = bind_plain(self.prim.descs[DNNL_ARG_WEIGHTS], g.weight_shape,
-                                  g.groups)
-        self.bias = self.prim.descs.get(DNNL_ARG_BIAS)
-        if self.bias is not None:
-            bind_plain(self.bias, g.bias_dims)
-        self.dst = bind_plain(self.prim.descs[DNNL_ARG_DST], g.dst_dims)
+    cdef int run(self, void *src, void *weights, void *bias, void *dst) except -1:
+        cdef void *handles[4]
+        cdef int n = 0
+        handles[n] = src; n += 1
+        handles[n] = weights; n += 1
+        if self.bias_fused and self.bias is not None:
+            handles[n] = bias; n += 1
+        handles[n] = dst
+        self.prim.run(handles)
+        if self.bias_prim is not None:
+            handles[0] = dst
+            handles[1] = bias
+            handles[2] = dst
+            self.bias_prim.run(handles)
+        return 0
 
-
-cdef bytes impl_name(const_dnnl_primitive_desc_t pd):
-    """The kernel oneDNN chose for ``pd`` (e.g. ``b"brg_conv:avx512_core"``)."""
-    cdef const char *impl = NULL
-    dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl)
-    return b"" if impl == NULL else <bytes>impl
+    def run_plain(self, src, weights, bias, dst_init=None):
+        """Run on default-layout NumPy arrays; returns the default-layout result.
+        ``dst_init`` seeds dst (the plan's sum post-op, if any, adds onto it)."""
+        src_buf = from_plain(self.src, src)
+        wei_buf = from_plain(self.weights, weights)
+        bias_buf = None if self.bias is None else from_plain(self.bias, bias)
+        if dst_init is None:
+            dst_buf = new_buffer(self.dst.desc)
+        else:
+            dst_buf = from_plain(self.dst, dst_init).copy()
+        self.run(data_ptr(src_buf), data_ptr(wei_buf),
+                 NULL if bias_buf is None else data_ptr(bias_buf), data_ptr(dst_buf))
+        return self.dst.to_plain(dst_buf, None)
 
 
-cdef class BackwardPlan:
-    """Backward data and backward weights(+bias), sharing one diff_dst layout
-    where that costs neither pass its kernel."""
-    cdef readonly Primitive data_prim, weights_prim
-    cdef readonly MemoryDesc diff_dst, weights, diff_src, src, diff_weights, diff_bias
-    cdef readonly bint shares_diff_dst  # one out_grad reorder serves both passes
-
-    def __init__(self, Geometry g):
-        cdef dnnl_primitive_desc_t hint = deconv_pd(
-            g, PASS_FORWARD, dnnl_forward_training,
-            any_md(g.src_dims, g.dtype, ROLE_DATA),
-            any_md(g.weight_dims, g.dtype, ROLE_WEIGHTS, g.grouped),
-            any_md(g.dst_dims, g.dtype, ROLE_DATA), NULL, NULL)
-        cdef dnnl_primitive_desc_t pd_data = NULL, pd_weights = NULL, pd_shared = NULL
-        weights_specs = [
-            (DNNL_ARG_SRC, dnnl_query_src_md, ROLE_DATA, False),
-            (DNNL_ARG_DIFF_DST, dnnl_query_diff_dst_md, ROLE_DATA, False),
-            (DNNL_ARG_DIFF_WEIGHTS, dnnl_query_diff_weights_md, ROLE_WEIGHTS, g.grouped)]
-        if g.has_bias:
-            weights_specs.append((DNNL_ARG_DIFF_BIAS, dnnl_query_diff_weights_md,
-                                  ROLE_BIAS, False))
-        try:
-            # Each pass picks its layouts freely: a layout forced on one pass can
-            # cost it its fast kernel (backward weights with a blocked diff_dst is
-            # left with the reference kernel).
-            pd_weights = deconv_pd(g, PASS_BACKWARD_WEIGHTS, dnnl_backward_weights,
-                                   any_md(g.src_dims, g.dtype, ROLE_DATA),
-                                   any_md(g.weight_dims, g.dtype, ROLE_WEIGHTS, g.grouped),
-                                   any_md(g.dst_dims, g.dtype, ROLE_DATA), hint, NULL)
-            self.weights_prim = make_primitive(pd_weights, weights_specs)
-            weights_diff_dst = self.weights_prim.descs[DNNL_ARG_DIFF_DST]
-            pd_data = deconv_pd(g, PASS_BACKWARD_DATA, dnnl_backward_data,
-                                any_md(g.src_dims, g.dtype, ROLE_DATA),
-                                any_md(g.weight_dims, g.dtype, ROLE_WEIGHTS, g.grouped),
-                                any_md(g.dst_dims, g.dtype, ROLE_DATA), hint, NULL)
-            # Then backward data reads out_grad in backward weights' layout, so
-            # one reorder serves both, if the same kernel accepts that layout.
-            try:
-                pd_shared = deconv_pd(g, PASS_BACKWARD_DATA, dnnl_backward_data,
-                                      any_md(g.src_dims, g.dtype, ROLE_DATA),
-                                      any_md(g.weight_dims, g.dtype, ROLE_WEIGHTS, g.grouped),
-                                      weights_diff_dst, hint, NULL)
-            except MXNetError:
-                pd_shared = NULL
-            if pd_shared != NULL and impl_name(pd_shared) == impl_name(pd_data):
-                dnnl_primitive_desc_destroy(pd_data)
-                pd_data, pd_shared = pd_shared, NULL
-            self.data_prim = make_primitive(pd_data, [
-                (DNNL_ARG_DIFF_DST, dnnl_query_diff_dst_md, ROLE_DATA, False),
-                (DNNL_ARG_WEIGHTS, dnnl_query_weights_md, ROLE_WEIGHTS, g.grouped),
-                (DNNL_ARG_DIFF_SRC, dnnl_query_diff_src_md, ROLE_DATA, False)])
-            pd_data = NULL  # owned (and destroyed) by make_primitive
-            self.diff_dst = self.data_prim.descs[DNNL_ARG_DIFF_DST]
-        finally:
-            if pd_shared != NULL:
-                dnnl_primitive_desc_destroy(pd_shared)
-            dnnl_primitive_desc_destroy(hint)
-        bind_plain(self.diff_dst, g.dst_dims)
-        bind_plain(self.weights_prim.descs[DNNL_ARG_DIFF_DST], g.dst_dims)
-        self.weights = bind_plain(self.data_prim.descs[DNNL_ARG_WEIGHTS], g.weight_shape,
-                                  g.groups)
-        self.diff_src = bind_plain(self.data_prim.descs[DNNL_ARG_DIFF_SRC], g.data_shape)
-        self.src = bind_plain(self.weights_prim.descs[DNNL_ARG_SRC], g.data_shape)
-        self.diff_weights = bind_plain(self.weights_prim.descs[DNNL_ARG_DIFF_WEIGHTS],
-                                       g.weight_shape, g.groups)
-        self.diff_bias = self.weights_prim.descs.get(DNNL_ARG_DIFF_BIAS)
-        self.shares_diff_dst = self.weights_prim.descs[DNNL_ARG_DIFF_DST] == self.diff_dst
-        if self.diff_bias is not None:
-            bind_plain(self.diff_bias, g.bias_dims)
+cdef Primitive bias_add_primitive(Geometry g, Layout dst):
+    """dst += bias, broadcast over every axis but the channels (in place)."""
+    bias_dims = (1, g.dst_dims[1]) + (1,) * (len(g.dst_dims) - 2)
+    cdef MemoryDesc bias = new_md(bias_dims, g.dtype, _PLAIN_TAGS[len(bias_dims)], ROLE_DATA)
+    cdef PrimitiveDesc pd = PrimitiveDesc.__new__(PrimitiveDesc)
+    check(dnnl_binary_primitive_desc_create(&pd.pd, engine(), dnnl_binary_add,
+                                            dst.desc.md, bias.md, dst.desc.md, NULL),
+          f"bias addition on {dst.name}")
+    return make_primitive(pd, [(DNNL_ARG_SRC_0, dst.desc), (DNNL_ARG_SRC_1, bias),
+                               (DNNL_ARG_DST, dst.desc)])
 
 
-
-cdef object cached_plan(kind, geom, str dtype, tuple flags):
-    cdef ThreadState state = thread_state()
-    # The thread count is part of the key: oneDNN's OpenMP kernels are planned
-    # for the number of threads present when they are created.
-    key = (kind, geom, dtype, flags, thread_count(state))
-    cdef LRUCache cache = state.cache
-    plan = cache.get(key)
-    if plan is None:
-        g = Geometry.of(geom, dtype)
-        plan = ForwardPlan(g, *flags) if kind == "forward" else BackwardPlan(g)
-        cache.put(key, plan)
+cdef ForwardPlan build_forward(Geometry g, Candidate c):
+    cdef ForwardPlan plan = ForwardPlan.__new__(ForwardPlan)
+    cdef PrimitiveDesc pd = c.pd
+    plan.impl, plan.family, plan.bias_fused = c.impl, c.family, c.bias_fused
+    plan.src = make_layout(pd.query(dnnl_query_src_md, 0, ROLE_DATA), ROLE_DATA, g.data_shape)
+    plan.weights = make_layout(pd.query(dnnl_query_weights_md, 0, ROLE_WEIGHTS, g.grouped),
+                               ROLE_WEIGHTS, g.weight_shape, g.groups)
+    plan.dst = make_layout(pd.query(dnnl_query_dst_md, 0, ROLE_DATA), ROLE_DATA, g.out_shape)
+    args = [(DNNL_ARG_SRC, plan.src.desc), (DNNL_ARG_WEIGHTS, plan.weights.desc)]
+    if g.has_bias:
+        if c.bias_fused:
+            bias_desc = pd.query(dnnl_query_weights_md, 1, ROLE_BIAS)
+            args.append((DNNL_ARG_BIAS, bias_desc))
+        else:
+            bias_desc = plain_md(g.bias_dims, g.dtype, ROLE_BIAS, 1)
+            plan.bias_prim = bias_add_primitive(g, plan.dst)
+        plan.bias = make_layout(bias_desc, ROLE_BIAS, g.bias_dims)
+    args.append((DNNL_ARG_DST, plan.dst.desc))
+    plan.prim = make_primitive(pd, args)
     return plan
 
 
-def forward_plan(geom, str dtype, bint training, bint accumulate=False):
-    """The cached forward plan of ``geom`` (created on the first call)."""
-    return cached_plan("forward", geom, dtype, (training, accumulate))
+def _enumerate(make_pd, builder, list families, list fused_flags):
+    """Candidates of one pass: for each (bias fused?, family), oneDNN's
+    implementations in its order; duplicates once; reference kernels last."""
+    seen = set()
+    deferred = []
+    cdef Candidate c
+    cdef PrimitiveDesc pd
+    cdef int index = 0
+    for fused in fused_flags:
+        for family in families:
+            pd = make_pd(family, fused)
+            while pd is not None:
+                c = Candidate.__new__(Candidate)
+                c.pd, c.family, c.bias_fused, c.impl = pd.clone(), family, fused, pd.impl()
+                c.builder = builder
+                key = (c.impl, fused, _pd_layout_keys(c.pd))
+                if key not in seen:
+                    seen.add(key)
+                    if c.is_reference:
+                        deferred.append(c)
+                    else:
+                        c.index = index
+                        index += 1
+                        yield c
+                if not pd.next_impl():
+                    pd = None
+    for c in deferred:
+        c.index = index
+        index += 1
+        yield c
 
 
-def backward_plan(geom, str dtype):
-    """The cached backward plan of ``geom`` (created on the first call)."""
-    return cached_plan("backward", geom, dtype, ())
+cdef tuple _pd_layout_keys(PrimitiveDesc pd):
+    keys = []
+    cdef const_dnnl_memory_desc_t md
+    cdef MemoryDesc desc
+    for what in (dnnl_query_src_md, dnnl_query_diff_src_md, dnnl_query_weights_md,
+                 dnnl_query_diff_weights_md, dnnl_query_dst_md, dnnl_query_diff_dst_md):
+        md = dnnl_primitive_desc_query_md(pd.pd, <dnnl_query_t>what, 0)
+        if md != NULL:
+            desc = wrap_md(md, ROLE_DATA)
+            keys.append(desc.key)
+    return tuple(keys)
+
+
+def forward_candidates(geom, str dtype, bint training, bint accumulate):
+    """The forward plans oneDNN offers for ``geom``, in order of preference:
+    the bias fused into the primitive first, then added by a separate
+    primitive; within each, oneDNN's own layout choice first."""
+    cdef Geometry g = Geometry.of(geom, dtype)
+    cdef Attr attr = Attr(accumulate)
+    cdef dnnl_prop_kind_t prop = dnnl_forward_training if training else dnnl_forward_inference
+
+    def make_pd(family, fused):
+        return deconv_pd(g, PASS_FORWARD, prop, family_md(g.src_dims, dtype, family),
+                         g.weights_any(), g.bias_any() if fused and g.has_bias else None,
+                         family_md(g.dst_dims, dtype, family), None, attr)
+
+    fused_flags = [True, False] if g.has_bias else [True]
+    return _enumerate(make_pd, lambda c: build_forward(g, c), list(FAMILIES), fused_flags)
+
+
+cdef class BackwardDataPlan:
+    """diff_src = backward data(diff_dst, weights)."""
+    cdef readonly Primitive prim
+    cdef readonly Layout diff_dst, weights, diff_src
+    cdef readonly str impl, family
+    cdef public object verdict
+
+    cdef int run(self, void *diff_dst, void *weights, void *diff_src) except -1:
+        cdef void *handles[3]
+        handles[0], handles[1], handles[2] = diff_dst, weights, diff_src
+        return self.prim.run(handles)
+
+    def run_plain(self, diff_dst, weights):
+        dd = from_plain(self.diff_dst, diff_dst)
+        wei = from_plain(self.weights, weights)
+        out = new_buffer(self.diff_src.desc)
+        self.run(data_ptr(dd), data_ptr(wei), data_ptr(out))
+        return self.diff_src.to_plain(out, None)
+
+
+cdef class BackwardWeightsPlan:
+    """diff_weights (and diff_bias) = backward weights(src, diff_dst)."""
+    cdef readonly Primitive prim
+    cdef readonly Layout src, diff_dst, diff_weights, diff_bias
+    cdef readonly str impl, family
+    cdef public object verdict
+
+    cdef int run(self, void *src, void *diff_dst, void *diff_weights,
+                 void *diff_bias) except -1:
+        cdef void *handles[4]
+        handles[0], handles[1], handles[2], handles[3] = src, diff_dst, diff_weights, diff_bias
+        return self.prim.run(handles)
+
+    def run_plain(self, src, diff_dst):
+        """Returns ``(diff_weights, diff_bias or None)`` in the default layout."""
+        src_buf = from_plain(self.src, src)
+        dd = from_plain(self.diff_dst, diff_dst)
+        dw = new_buffer(self.diff_weights.desc)
+        db = None if self.diff_bias is None else new_buffer(self.diff_bias.desc)
+        self.run(data_ptr(src_buf), data_ptr(dd), data_ptr(dw),
+                 NULL if db is None else data_ptr(db))
+        return (self.diff_weights.to_plain(dw, None),
+                None if db is None else self.diff_bias.to_plain(db, None))
+
+
+def backward_weights_candidates(geom, str dtype):
+    """Backward-weights plans for ``geom`` (diff_bias included when there is a bias)."""
+    cdef Geometry g = Geometry.of(geom, dtype)
+    cdef PrimitiveDesc hint = forward_hint(g)
+
+    def make_pd(family, fused):
+        return deconv_pd(g, PASS_BACKWARD_WEIGHTS, dnnl_backward_weights,
+                         family_md(g.src_dims, dtype, family), g.weights_any(),
+                         g.bias_any() if g.has_bias else None,
+                         family_md(g.dst_dims, dtype, family), hint, None)
+
+    return _enumerate(make_pd, lambda c: build_backward_weights(g, c), list(FAMILIES), [True])
+
+
+cdef BackwardWeightsPlan build_backward_weights(Geometry g, Candidate c):
+    cdef BackwardWeightsPlan plan = BackwardWeightsPlan.__new__(BackwardWeightsPlan)
+    plan.impl, plan.family = c.impl, c.family
+    plan.src = make_layout(c.pd.query(dnnl_query_src_md, 0, ROLE_DATA), ROLE_DATA,
+                           g.data_shape)
+    plan.diff_dst = make_layout(c.pd.query(dnnl_query_diff_dst_md, 0, ROLE_DATA),
+                                ROLE_DATA, g.out_shape)
+    plan.diff_weights = make_layout(
+        c.pd.query(dnnl_query_diff_weights_md, 0, ROLE_WEIGHTS, g.grouped),
+        ROLE_WEIGHTS, g.weight_shape, g.groups)
+    args = [(DNNL_ARG_SRC, plan.src.desc), (DNNL_ARG_DIFF_DST, plan.diff_dst.desc),
+            (DNNL_ARG_DIFF_WEIGHTS, plan.diff_weights.desc)]
+    if g.has_bias:
+        plan.diff_bias = make_layout(c.pd.query(dnnl_query_diff_weights_md, 1, ROLE_BIAS),
+                                     ROLE_BIAS, g.bias_dims)
+        args.append((DNNL_ARG_DIFF_BIAS, plan.diff_bias.desc))
+    plan.prim = make_primitive(c.pd, args)
+    return plan
+
+
+def backward_data_candidates(geom, str dtype, Layout shared_diff_dst=None):
+    """Backward-data plans for ``geom``.  With ``shared_diff_dst`` (the layout
+    backward weights reads out_grad in), a plan reading that same layout comes
+    first, when it keeps oneDNN's first-choice kernel: one reorder of out_grad
+    then serves both passes."""
+    cdef Geometry g = Geometry.of(geom, dtype)
+    cdef PrimitiveDesc hint = forward_hint(g)
+    cdef MemoryDesc data_any = family_md(g.src_dims, dtype, "any")
+
+    def make_pd(family, fused):
+        if family == "shared":
+            return deconv_pd(g, PASS_BACKWARD_DATA, dnnl_backward_data, data_any,
+                             g.weights_any(), None, shared_diff_dst.desc, hint, None)
+        return deconv_pd(g, PASS_BACKWARD_DATA, dnnl_backward_data,
+                         family_md(g.src_dims, dtype, family), g.weights_any(), None,
+                         family_md(g.dst_dims, dtype, family), hint, None)
+
+    cdef PrimitiveDesc shared, first
+    families = list(FAMILIES)
+    if shared_diff_dst is not None and shared_diff_dst.desc.layout != "any":
+        shared = make_pd("shared", True)
+        first = make_pd("any", True)
+        if shared is not None and first is not None and shared.impl() == first.impl():
+            families.insert(0, "shared")
+    return _enumerate(make_pd, lambda c: build_backward_data(g, c), families, [True])
+
+
+cdef BackwardDataPlan build_backward_data(Geometry g, Candidate c):
+    cdef BackwardDataPlan plan = BackwardDataPlan.__new__(BackwardDataPlan)
+    plan.impl, plan.family = c.impl, c.family
+    plan.diff_dst = make_layout(c.pd.query(dnnl_query_diff_dst_md, 0, ROLE_DATA),
+                                ROLE_DATA, g.out_shape)
+    plan.weights = make_layout(c.pd.query(dnnl_query_weights_md, 0, ROLE_WEIGHTS, g.grouped),
+                               ROLE_WEIGHTS, g.weight_shape, g.groups)
+    plan.diff_src = make_layout(c.pd.query(dnnl_query_diff_src_md, 0, ROLE_DATA),
+                                ROLE_DATA, g.data_shape)
+    plan.prim = make_primitive(c.pd, [(DNNL_ARG_DIFF_DST, plan.diff_dst.desc),
+                                      (DNNL_ARG_WEIGHTS, plan.weights.desc),
+                                      (DNNL_ARG_DIFF_SRC, plan.diff_src.desc)])
+    return plan
 
 
 # ----------------------------------------------------------------------------
-# Moving NDArrays into the layouts primitives want
+# NDArrays in and out of the layouts primitives want
 # ----------------------------------------------------------------------------
-cdef MemoryDesc current_md(arr, MemoryDesc wanted):
-    """The descriptor of ``arr``'s buffer as it is now (``wanted.plain`` if plain).
-
-    A blocked array whose logical dims differ from ``wanted`` (a weight seen
-    with another group count) is first turned back into the default layout.
-    """
-    cdef MemoryDesc desc = arr._desc
-    if desc is not None:
-        if desc.dims == wanted.dims:
-            return desc
-        arr.reorder_to_default()
-    return wanted.plain
-
-
-cdef size_t ALIGNMENT = 64
-
-
-cdef cnp.ndarray new_buffer(MemoryDesc desc):
-    """Uninitialised bytes for ``desc``, 64-byte aligned like oneDNN's own."""
-    cdef cnp.npy_intp count = desc.size + ALIGNMENT
-    cdef cnp.ndarray raw = cnp.PyArray_EMPTY(1, &count, cnp.NPY_UINT8, 0)
-    cdef size_t offset = (ALIGNMENT - (<size_t>cnp.PyArray_DATA(raw)) % ALIGNMENT) % ALIGNMENT
-    return raw[offset:offset + desc.size]
-
-
-cdef cnp.ndarray in_layout(arr, MemoryDesc wanted, str label):
-    """``arr``'s buffer in layout ``wanted``: its own, or a reordered temporary
-    (counted under ``label`` in reorder_counts())."""
-    if arr._desc is None and wanted.is_plain:
-        return arr._buffer
-    cdef MemoryDesc have = current_md(arr, wanted)
-    if have is wanted or have == wanted:
-        return arr._buffer
-    cdef cnp.ndarray temp = new_buffer(wanted)
-    run_reorder(have, arr._buffer, wanted, temp, False, label)
-    return temp
-
-
-cdef object plain_view(cnp.ndarray buffer, MemoryDesc desc):
-    """The bytes of a default-layout ``desc`` as a typed array of the NDArray shape."""
-    return buffer.view(desc.dtype).reshape(desc.plain_shape)
-
-
-cdef cnp.ndarray weight_buffer(weight, MemoryDesc wanted, bint training):
-    """Inference keeps the weight in the primitive's layout after the first
-    reorder (MXNet's MKLDNNDataReorderAsync); training leaves the NDArray in the
-    default layout so optimizer code sees plain memory (Reorder2DefaultAsync)."""
-    if training:
-        if weight._desc is not None:
-            weight.reorder_to_default()
-        return in_layout(weight, wanted, "weights")
-    buffer = in_layout(weight, wanted, "weights")
-    if buffer is not weight._buffer:
+cdef cnp.ndarray input_buffer(arr, Layout wanted, label):
+    """``arr``'s values in layout ``wanted``: its own buffer, or a reordered
+    temporary (counted under ``label`` in reorder_counts())."""
+    buffer, have = arr._state
+    if have is None:
         if wanted.is_plain:
-            weight._adopt(plain_view(buffer, wanted), None)
+            return buffer
+        return reordered(wanted.plain, buffer, wanted.desc, label)
+    if have is wanted or have == wanted:
+        return buffer
+    if (<Layout>have).same_tensor(wanted):
+        return reordered((<Layout>have).desc, buffer, wanted.desc, label)
+    # The bytes hold another tensor's layout (the array was a weight, now it is
+    # data, say): its values go through the default layout first.
+    buffer = arr._plain()
+    if wanted.is_plain:
+        return buffer
+    return reordered(wanted.plain, buffer, wanted.desc, label)
+
+
+cdef cnp.ndarray weight_buffer(weight, Layout wanted, bint training):
+    """Inference keeps the weight in the primitive's layout after the first
+    reorder (MXNet's MKLDNNDataReorderAsync), unless its memory is exposed;
+    training leaves the NDArray in the default layout so optimizer code sees
+    plain memory (Reorder2DefaultAsync)."""
+    if training:
+        if weight._state[1] is not None:
+            weight._plain()
+        return input_buffer(weight, wanted, "weights")
+    buffer = input_buffer(weight, wanted, "weights")
+    state = weight._state
+    if buffer is not state[0]:
+        if wanted.is_plain:
+            weight._adopt(state, plain_view(buffer, wanted), None)
         else:
-            weight._adopt(buffer, wanted)
+            weight._adopt(state, buffer, wanted)
     return buffer
 
 
@@ -775,28 +1127,35 @@ cdef class Output:
     temporary that a reorder then writes or adds into the target.
     """
     cdef object target
-    cdef cnp.ndarray buffer
-    cdef MemoryDesc desc, target_desc
+    cdef cnp.ndarray buffer, target_buffer
+    cdef Layout layout
+    cdef MemoryDesc target_desc
     cdef bint accumulate, finish
 
 
-cdef Output make_output(MemoryDesc desc, target, bint accumulate, bint fused_accumulate,
+cdef Output make_output(Layout layout, target, bint accumulate, bint fused_accumulate,
                         bint plain):
     cdef Output o = Output.__new__(Output)
-    o.desc, o.target, o.accumulate, o.finish = desc, target, accumulate, False
+    o.layout, o.accumulate, o.finish = layout, accumulate, False
     if target is None:
-        if not plain or desc.is_plain:
-            o.buffer = new_buffer(desc)
+        if not plain or layout.is_plain:
+            o.buffer = new_buffer(layout.desc)
             return o
-        o.target = NDArray(aligned_empty(desc.plain_shape, desc.dtype))
-    o.target_desc = current_md(o.target, desc)
-    if (o.target_desc is desc or o.target_desc == desc) and (fused_accumulate or not accumulate):
-        o.buffer = o.target._buffer
+        target = NDArray(aligned_empty(layout.shape, layout.np_dtype))
+    o.target = target
+    buffer, have = target._state
+    if have is not None and not (<Layout>have).same_tensor(layout):
+        buffer, have = target._plain(), None   # another tensor's layout: values first
+    o.target_buffer = buffer
+    o.target_desc = layout.plain if have is None else (<Layout>have).desc
+    in_place = layout.is_plain if have is None else (have is layout or have == layout)
+    if in_place and (fused_accumulate or not accumulate):
+        o.buffer = buffer
         return o
-    o.buffer = new_buffer(desc)
+    o.buffer = new_buffer(layout.desc)
     o.finish = True
     if accumulate and fused_accumulate:  # the primitive adds onto dst: seed it
-        run_reorder(o.target_desc, o.target._buffer, desc, o.buffer, False, "out")
+        run_reorder(o.target_desc, o.target_buffer, layout.desc, o.buffer, False, "out")
         o.accumulate = False
     return o
 
@@ -804,81 +1163,66 @@ cdef Output make_output(MemoryDesc desc, target, bint accumulate, bint fused_acc
 cdef object finish_output(Output o):
     """The result NDArray, after the reorder into its target if one is due."""
     if o.finish:
-        run_reorder(o.desc, o.buffer, o.target_desc, o.target._buffer, o.accumulate, "out")
+        run_reorder(o.layout.desc, o.buffer, o.target_desc, o.target_buffer, o.accumulate,
+                    "out")
     if o.target is not None:
+        o.target._bump()
         return o.target
-    if o.desc.is_plain:
-        return NDArray(plain_view(o.buffer, o.desc))
-    return NDArray(o.buffer, o.desc, o.desc.plain_shape)
+    if o.layout.is_plain:
+        return NDArray(plain_view(o.buffer, o.layout))
+    return NDArray(o.buffer, o.layout)
 
 
-_DTYPE_NAMES = {np.dtype(np.float32): "float32", np.dtype(np.float16): "float16"}
-if BFLOAT16 is not None:
-    _DTYPE_NAMES[BFLOAT16] = "bfloat16"
-
-
-def deconv_forward(geom, data, weight, bias, out, bint accumulate, bint training):
+def deconv_forward(ForwardPlan plan, data, weight, bias, out, bint accumulate,
+                   bint training):
     """Run the forward pass; returns ``out`` or a new NDArray (maybe blocked)."""
-    cdef ForwardPlan plan = forward_plan(geom, _DTYPE_NAMES[data._dtype], training,
-                                         accumulate)
-    cdef void *handles[4]
-    cdef int n = 0
     # Every buffer stays in a local until run(): a temporary must outlive the
     # execution that reads it.
-    src = in_layout(data, plan.src, "data")
+    src = input_buffer(data, plan.src, "data")
     wei = weight_buffer(weight, plan.weights, training)
+    bias_buf = None if plan.bias is None else input_buffer(bias, plan.bias, "bias")
     cdef Output dst = make_output(plan.dst, out, accumulate, True, False)
-    handles[n] = data_ptr(src); n += 1
-    handles[n] = data_ptr(wei); n += 1
-    if plan.bias is not None:
-        bias_buf = in_layout(bias, plan.bias, "bias")
-        handles[n] = data_ptr(bias_buf); n += 1
-    handles[n] = data_ptr(dst.buffer)
-    plan.prim.run(handles)
+    plan.run(data_ptr(src), data_ptr(wei),
+             NULL if bias_buf is None else data_ptr(bias_buf), data_ptr(dst.buffer))
     return finish_output(dst)
 
 
-def deconv_backward(geom, out_grad, data, weight, tuple grads, tuple accumulate,
-                    tuple needed):
+def deconv_backward(BackwardDataPlan data_plan, BackwardWeightsPlan weights_plan, out_grad,
+                    data, weight, tuple grads, tuple accumulate, tuple needed):
     """Run the backward passes; returns ``(data_grad, weight_grad, bias_grad)``.
 
     ``grads`` holds target arrays (or None), ``accumulate`` and ``needed``
     one flag per gradient.  Backward primitives take no sum post-op, so req=add
     goes through a temporary that a reorder with a sum post-op adds in.
     """
-    cdef BackwardPlan plan = backward_plan(geom, _DTYPE_NAMES[data._dtype])
-    cdef void *handles[4]
     cdef Output diff_src, diff_weights, diff_bias
     results = [None, None, None]
-    diff_dst = in_layout(out_grad, plan.diff_dst, "out_grad")
+    diff_dst = None
     if needed[0]:
-        if weight._desc is not None:
-            weight.reorder_to_default()
-        diff_src = make_output(plan.diff_src, grads[0], accumulate[0], False, False)
-        weight_buf = in_layout(weight, plan.weights, "weights")
-        handles[0] = data_ptr(diff_dst)
-        handles[1] = data_ptr(weight_buf)
-        handles[2] = data_ptr(diff_src.buffer)
-        plan.data_prim.run(handles)
+        diff_dst = input_buffer(out_grad, data_plan.diff_dst, "out_grad")
+        if weight._state[1] is not None:
+            weight._plain()
+        diff_src = make_output(data_plan.diff_src, grads[0], accumulate[0], False, False)
+        weight_buf = input_buffer(weight, data_plan.weights, "weights")
+        data_plan.run(data_ptr(diff_dst), data_ptr(weight_buf), data_ptr(diff_src.buffer))
         results[0] = finish_output(diff_src)
     if needed[1] or needed[2]:
-        diff_weights = make_output(plan.diff_weights, grads[1] if needed[1] else None,
-                                   accumulate[1], False, needed[1])
-        src_buf = in_layout(data, plan.src, "data")
-        if not plan.shares_diff_dst:
-            diff_dst = in_layout(out_grad, plan.weights_prim.descs[DNNL_ARG_DIFF_DST],
-                                 "out_grad")
-        handles[0] = data_ptr(src_buf)
-        handles[1] = data_ptr(diff_dst)
-        handles[2] = data_ptr(diff_weights.buffer)
-        if plan.diff_bias is not None:
-            diff_bias = make_output(plan.diff_bias, grads[2] if needed[2] else None,
+        diff_weights = make_output(weights_plan.diff_weights,
+                                   grads[1] if needed[1] else None, accumulate[1], False,
+                                   needed[1])
+        src_buf = input_buffer(data, weights_plan.src, "data")
+        if diff_dst is None or not weights_plan.diff_dst == data_plan.diff_dst:
+            diff_dst = input_buffer(out_grad, weights_plan.diff_dst, "out_grad")
+        bias_target = None
+        if weights_plan.diff_bias is not None:
+            diff_bias = make_output(weights_plan.diff_bias, grads[2] if needed[2] else None,
                                     accumulate[2], False, True)
-            handles[3] = data_ptr(diff_bias.buffer)
-        plan.weights_prim.run(handles)
+            bias_target = diff_bias.buffer
+        weights_plan.run(data_ptr(src_buf), data_ptr(diff_dst), data_ptr(diff_weights.buffer),
+                         NULL if bias_target is None else data_ptr(bias_target))
         if needed[1]:
             results[1] = finish_output(diff_weights)
-        if needed[2] and plan.diff_bias is not None:
+        if needed[2] and weights_plan.diff_bias is not None:
             results[2] = finish_output(diff_bias)
     return tuple(results)
 
@@ -892,14 +1236,13 @@ cdef double now() nogil:
     return ts.tv_sec + ts.tv_nsec * 1e-9
 
 
-cdef list time_primitive(Primitive prim, int repeats):
+cdef list time_primitive(Primitive prim, list descs, int repeats):
     """Per-execution seconds of ``prim`` on zeroed buffers in its own layouts."""
     cdef void *handles[MAX_ARGS]
     cdef int i
     cdef double start
-    buffers = []
-    for i in range(prim.nargs):
-        buffers.append(np.zeros(prim.descs[prim.args[i].arg].size + 64, np.uint8))
+    buffers = [np.zeros((<MemoryDesc>d).size + 64, np.uint8) for d in descs]
+    for i in range(len(buffers)):
         handles[i] = data_ptr(buffers[i])
     prim.run(handles)  # warm-up: first touch of pages and kernel caches
     times = []
@@ -910,22 +1253,29 @@ cdef list time_primitive(Primitive prim, int repeats):
     return times
 
 
-def bench_raw(geom, str kind, bint training=True, int repeats=10):
-    """Per-iteration seconds of the cached primitives with no Python work around
-    them: the lower bound for the API (``kind``: forward, backward_data,
-    backward_weights)."""
-    if kind == "forward":
-        return time_primitive(forward_plan(geom, "float32", training).prim, repeats)
-    cdef BackwardPlan plan = backward_plan(geom, "float32")
-    if kind == "backward_data":
-        return time_primitive(plan.data_prim, repeats)
-    if kind == "backward_weights":
-        return time_primitive(plan.weights_prim, repeats)
-    raise MXNetError(f"unknown benchmark kind {kind!r}")
-
-
-def plan_info(geom, str dtype="float32", bint training=True):
-    """Implementation names and layouts oneDNN chose for ``geom`` (for explain())."""
-    cdef ForwardPlan fwd = forward_plan(geom, dtype, training)
-    return {"forward_impl": fwd.prim.impl, "src": fwd.src.layout,
-            "weights": fwd.weights.layout, "dst": fwd.dst.layout}
+def bench_raw(plan, int repeats=10):
+    """Per-iteration seconds of a plan's primitives with no Python work around
+    them: the lower bound for the API."""
+    cdef ForwardPlan fwd
+    cdef BackwardDataPlan bwd_data
+    cdef BackwardWeightsPlan bwd_weights
+    if isinstance(plan, ForwardPlan):
+        fwd = plan
+        descs = [fwd.src.desc, fwd.weights.desc]
+        if fwd.bias is not None and fwd.bias_fused:
+            descs.append(fwd.bias.desc)
+        times = time_primitive(fwd.prim, descs + [fwd.dst.desc], repeats)
+        if fwd.bias_prim is not None:
+            bias_times = time_primitive(fwd.bias_prim, [fwd.dst.desc, fwd.bias.desc,
+                                                        fwd.dst.desc], repeats)
+            times = [a + b for a, b in zip(times, bias_times)]
+        return times
+    if isinstance(plan, BackwardDataPlan):
+        bwd_data = plan
+        return time_primitive(bwd_data.prim, [bwd_data.diff_dst.desc, bwd_data.weights.desc,
+                                              bwd_data.diff_src.desc], repeats)
+    bwd_weights = plan
+    descs = [bwd_weights.src.desc, bwd_weights.diff_dst.desc, bwd_weights.diff_weights.desc]
+    if bwd_weights.diff_bias is not None:
+        descs.append(bwd_weights.diff_bias.desc)
+    return time_primitive(bwd_weights.prim, descs, repeats)

@@ -260,6 +260,31 @@ def record_op(op: str, output: Any, inputs: Sequence[Any], attrs: Any = None) ->
     return output
 
 
+_ASSIGNING_IN_GRAPH = (
+    "Assigning to NDArrays that are already in a computational graph will cause "
+    "undefined behavior when evaluating gradients. Please call backward first to clear "
+    "the graph or do this out side of a record section. Also note that you cannot use "
+    "inplace operations like +=, *=, relu(x, out=x), y[idx]=x, etc inside a record "
+    "section.")
+
+
+def check_assignable(name: str, target: Any) -> None:
+    """Refuse, while recording, to write into an array of the graph (``out=``):
+    its recorded value would change under the tape.  MXNet raises the same.
+
+    >>> from mxdeconv import autograd, nd
+    >>> x = nd.ones((2,))
+    >>> x.attach_grad()
+    >>> with autograd.record():
+    ...     autograd.check_assignable("out", x)
+    Traceback (most recent call last):
+    ...
+    mxdeconv.base.MXNetError: out: Assigning to NDArrays that are already in a computational graph ...
+    """
+    if is_recording() and (target._node is not None or _is_variable(target)):
+        raise MXNetError(f"{name}: {_ASSIGNING_IN_GRAPH}")
+
+
 def mark_variables(variables: Union[Any, Sequence[Any]], gradients: Union[Any, Sequence[Any]],
                    grad_reqs: Union[str, Sequence[str]] = "write") -> None:
     """Mark NDArrays as variables whose gradients backward writes into ``gradients``.

@@ -18,3 +18,15 @@ class Float16OverflowWarning(RuntimeWarning):
     Float16OverflowWarning)`` turns it into an exception that leaves every
     output untouched.
     """
+
+
+class KernelDefectWarning(RuntimeWarning):
+    """A oneDNN kernel gave a wrong result on a layer's geometry and was replaced.
+
+    The planner checks every new oneDNN plan once, on the real geometry,
+    against an independent computation before its result reaches anyone (see
+    :mod:`mxdeconv.kernel_check`).  This warning names the rejected kernel and
+    the geometry; the call itself runs on a kernel that agreed (or on the
+    NumPy path when none did), so results stay correct.  It is raised once
+    per kernel and geometry.
+    """

@@ -1,33 +1,42 @@
 """Timing hooks for the benchmark: oneDNN's primitives alone, no Python around them.
 
-These run the very primitives that ``nd.Deconvolution`` caches for a call, in
-a C loop over buffers already in the primitives' layouts, so they are the
-floor the public API can approach.
+These run the very plans that ``nd.Deconvolution`` uses for a call (chosen and
+checked by the planner), in a C loop over buffers already in the primitives'
+layouts, so they are the floor the public API can approach.
 """
 from __future__ import annotations
 
 from typing import Any, List
 
-from .deconvolution import _ops, make_call
+from . import plans
+from ._loader import ops as _ops
+from .deconvolution import BACKWARD, _DTYPE_NAMES, make_call
 
 
-def _geometry(data: Any, weight: Any, bias: Any, params: dict):
+def _plan(data: Any, weight: Any, bias: Any, params: dict, training: bool, purpose: str):
     if _ops is None:
         raise ImportError("the oneDNN extension is not built")
-    return make_call(data, weight, bias, params, training=None).geom
+    call = make_call(data, weight, bias, params, training, purpose)
+    dtype = _DTYPE_NAMES[call.dtype]
+    if purpose == BACKWARD:
+        plan = plans.backward_plans(call.geom, dtype)
+    else:
+        plan = plans.forward_plan(call.geom, dtype, training, False)
+    if isinstance(plan, plans.Unavailable):
+        raise RuntimeError(plan.reason)
+    return plan
 
 
 def raw_forward_seconds(data: Any, weight: Any, bias: Any, repeats: int,
                         training: bool = False, **params: Any) -> List[float]:
-    """Per-iteration seconds of the forward primitive alone."""
-    return _ops.bench_raw(_geometry(data, weight, bias, params), "forward", training,
-                          repeats)
+    """Per-iteration seconds of the forward primitive(s) alone."""
+    return _ops.bench_raw(_plan(data, weight, bias, params, training, "forward"), repeats)
 
 
 def raw_backward_seconds(data: Any, weight: Any, bias: Any, repeats: int,
                          **params: Any) -> List[float]:
     """Per-iteration seconds of backward data + backward weights (and bias)."""
-    geom = _geometry(data, weight, bias, params)
-    data_times = _ops.bench_raw(geom, "backward_data", True, repeats)
-    weight_times = _ops.bench_raw(geom, "backward_weights", True, repeats)
+    plan = _plan(data, weight, bias, params, True, BACKWARD)
+    data_times = _ops.bench_raw(plan.data, repeats)
+    weight_times = _ops.bench_raw(plan.weights, repeats)
     return [a + b for a, b in zip(data_times, weight_times)]

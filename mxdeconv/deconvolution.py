@@ -14,8 +14,11 @@ from typing import Any, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from . import autograd, fallback, ndarray, registry
+from . import autograd, fallback, plans, registry
+from ._loader import ERROR as EXTENSION_ERROR
+from ._loader import ops as _ops
 from .base import Float16OverflowWarning, MXNetError
+from .buffers import PHYSICAL_MEMORY, check_fits
 from .ndarray import BFLOAT16, NDArray, as_ndarray, array
 from .params import DeconvGeometry, _as_bool, check_shape, infer_geometry, parse_params
 
@@ -23,25 +26,25 @@ REQS = ("write", "inplace", "add", "null")
 # float16 has no oneDNN kernels on CPUs without AVX-512 FP16: it stays on NumPy.
 ONEDNN_DTYPES = (np.dtype(np.float32),) + ((BFLOAT16,) if BFLOAT16 is not None else ())
 OPERATOR = registry.operator("Deconvolution")
-
-try:
-    from ._loader import load_extension
-    _ops = load_extension()
-    EXTENSION_ERROR: Optional[str] = None
-except ImportError as error:  # reported by runtime_info(), explain() and the tests
-    _ops = None
-    EXTENSION_ERROR = f"the oneDNN extension failed to load: {error}"
+FORWARD, BACKWARD = "forward", "backward"
 
 
 @dataclass
 class Call:
-    """A validated Deconvolution call."""
+    """A validated Deconvolution call: which pass, on what, in which mode.
+
+    ``accumulate`` (forward only): the result is added onto ``out=`` by the
+    primitive itself.  ``plan`` is filled in by the oneDNN support check.
+    """
 
     geom: DeconvGeometry
     data: NDArray
     weight: NDArray
     bias: Optional[NDArray]
     training: bool
+    purpose: str = FORWARD
+    accumulate: bool = False
+    plan: Any = None
 
     @property
     def dtype(self) -> np.dtype:
@@ -71,34 +74,26 @@ def _check_target(name: str, arr: Any, shape: Sequence[int], dtype: np.dtype) ->
     if not isinstance(arr, NDArray):
         raise TypeError(f"{name} must be an NDArray, got {type(arr).__name__}")
     _check_array(name, arr, shape, dtype)
-    if arr.is_default_layout:
-        flags = arr._buffer.flags
-        if not flags.writeable:
+    buffer, layout = arr._state
+    if layout is None:
+        if not buffer.flags.writeable:
             raise MXNetError(f"{name} must be writeable, got a read-only array")
-        if not flags.c_contiguous:
+        if not buffer.flags.c_contiguous:
             raise MXNetError(f"{name} must be C-contiguous, got strides "
-                             f"{arr._buffer.strides} for shape {arr.shape}")
+                             f"{buffer.strides} for shape {arr.shape}")
 
 
 def _input(value: Any, name: str) -> NDArray:
     """An NDArray whose default-layout buffer is C-contiguous (copies otherwise)."""
     arr = as_ndarray(value, name)
-    if arr.is_default_layout and not arr._buffer.flags.c_contiguous:
-        arr = array(arr._buffer)
+    buffer, layout = arr._state
+    if layout is None and not buffer.flags.c_contiguous:
+        arr = array(buffer)
     return arr
 
 
-def _check_size(name: str, shape: Sequence[int], itemsize: int) -> None:
-    """Refuse, before allocating, an array that cannot fit in this machine's memory."""
-    nbytes = math.prod(shape) * itemsize
-    if nbytes > ndarray._PHYSICAL_MEMORY:
-        raise MXNetError(
-            f"{name} of shape {tuple(shape)} would need {nbytes} bytes, more than this "
-            f"machine's {ndarray._PHYSICAL_MEMORY} bytes of memory")
-
-
 def make_call(data: Any, weight: Any, bias: Any, params: dict,
-              training: Optional[bool]) -> Call:
+              training: Optional[bool], purpose: str = FORWARD) -> Call:
     """Validate inputs and parameters; copies NumPy inputs (never aliases them)."""
     param = parse_params(params)
     training = autograd.is_training() if training is None else _as_bool("train", training)
@@ -114,8 +109,9 @@ def make_call(data: Any, weight: Any, bias: Any, params: dict,
             raise MXNetError(f"no_bias=False needs a bias of shape {geom.bias_shape}")
         bias = _input(bias, "bias")
         _check_array("bias", bias, geom.bias_shape, data.dtype)
-    _check_size("the output", geom.out_shape, data.dtype.itemsize)
-    return Call(geom, data, weight, bias, training)
+    check_fits(f"the output of shape {geom.out_shape}",
+               math.prod(geom.out_shape) * data.dtype.itemsize)
+    return Call(geom, data, weight, bias, training, purpose)
 
 
 def _aliased(target: Optional[NDArray], others: Iterable[Optional[NDArray]]) -> bool:
@@ -123,8 +119,8 @@ def _aliased(target: Optional[NDArray], others: Iterable[Optional[NDArray]]) -> 
     if target is None:
         return False
     for other in others:
-        if other is not None and (other is target or
-                                  np.may_share_memory(other._buffer, target._buffer)):
+        if other is not None and (other is target or np.may_share_memory(
+                other._state[0], target._state[0])):
             return True
     return False
 
@@ -139,7 +135,7 @@ def _final_values(result: np.ndarray, target: Optional[NDArray], req: str) -> np
     (float16 sums are formed in float32 so that an overflow can be seen)."""
     if target is None or req != "add":
         return result
-    plain = target.reorder_to_default()._buffer
+    plain = target._plain()
     if result.dtype == _FLOAT16:
         return plain.astype(np.float32) + result
     return result  # added in place by _store
@@ -170,17 +166,18 @@ def _store(value: np.ndarray, target: Optional[NDArray], req: str) -> NDArray:
     it in a new NDArray of the call's dtype."""
     if target is None:
         return array(value, dtype=value.dtype)
-    plain = target.reorder_to_default()._buffer
+    plain = target._plain()
     with np.errstate(over="ignore", invalid="ignore"):  # IEEE inf/NaN, warned above
         if req == "add" and value.dtype == plain.dtype:
             plain += value
         else:  # write, or a float16 sum formed in float32
             np.copyto(plain, value, casting="unsafe")
+    target._bump()
     return target
 
 
 def _plain(arr: Optional[NDArray]) -> Optional[np.ndarray]:
-    return None if arr is None else arr.reorder_to_default()._buffer
+    return None if arr is None else arr._plain()
 
 
 def _numpy_forward(call: Call, out: Optional[NDArray], req: str) -> NDArray:
@@ -220,9 +217,9 @@ def _numpy_workspace(call: Call) -> int:
 
 def _numpy_supports(call: Call) -> Optional[str]:
     need = _numpy_workspace(call)
-    if need > ndarray._PHYSICAL_MEMORY:
+    if need > PHYSICAL_MEMORY:
         return (f"the NumPy fallback would need {need} bytes of work space, more than "
-                f"this machine's {ndarray._PHYSICAL_MEMORY} bytes of memory")
+                f"this machine's {PHYSICAL_MEMORY} bytes of memory")
     return None
 
 
@@ -235,17 +232,30 @@ def _onednn_supports(call: Call) -> Optional[str]:
                 f"({' or '.join(str(d) for d in ONEDNN_DTYPES)} only)")
     if call.geom.out_shape[0] == 0:
         return "an empty batch has nothing for oneDNN to compute"
+    dtype = _DTYPE_NAMES[call.dtype]
+    if call.purpose == FORWARD:
+        plan = plans.forward_plan(call.geom, dtype, call.training, call.accumulate)
+    else:
+        plan = plans.backward_plans(call.geom, dtype)
+    if isinstance(plan, plans.Unavailable):
+        return plan.reason
+    call.plan = plan
     return None
 
 
+_DTYPE_NAMES = {np.dtype(np.float32): "float32"}
+if BFLOAT16 is not None:
+    _DTYPE_NAMES[BFLOAT16] = "bfloat16"
+
+
 def _onednn_forward(call: Call, out: Optional[NDArray], req: str) -> NDArray:
-    return _ops.deconv_forward(call.geom, call.data, call.weight, call.bias, out,
+    return _ops.deconv_forward(call.plan, call.data, call.weight, call.bias, out,
                                req == "add", call.training)
 
 
 def _onednn_backward(call: Call, out_grad: NDArray, grads, reqs) -> Tuple:
-    return _ops.deconv_backward(call.geom, out_grad, call.data, call.weight, tuple(grads),
-                                tuple(r == "add" for r in reqs),
+    return _ops.deconv_backward(call.plan.data, call.plan.weights, out_grad, call.data,
+                                call.weight, tuple(grads), tuple(r == "add" for r in reqs),
                                 tuple(r != "null" for r in reqs))
 
 
@@ -258,7 +268,7 @@ OPERATOR.register(registry.Implementation(registry.NUMPY, _numpy_supports,
 # -- public entry points ----------------------------------------------------------
 def _store_result(result: NDArray, target: NDArray, req: str) -> NDArray:
     """Write or add an implementation's fresh ``result`` into ``target``."""
-    values = result.reorder_to_default()._buffer
+    values = result._plain()
     value = _final_values(values, target, req)
     if values.dtype == _FLOAT16:
         _check_float16_overflow(("result",), (value,), (values, _plain(target)))
@@ -273,13 +283,17 @@ def deconvolution(data: Any, weight: Any, bias: Any = None, out: Optional[NDArra
     call = make_call(data, weight, bias, params, train)
     if out is not None:
         _check_target("out", out, call.geom.out_shape, call.dtype)
+        autograd.check_assignable("out", out)
     elif req == "add":
         raise MXNetError("req='add' accumulates into out=, which was not given")
     if req == "null":
         return out
+    # out= sharing memory with an input: compute into a fresh array first,
+    # then write or add; otherwise req=add is the primitive's own sum post-op.
+    aliased = _aliased(out, (call.data, call.weight, call.bias))
+    call.accumulate = req == "add" and not aliased
     impl = OPERATOR.select(call)
-    if _aliased(out, (call.data, call.weight, call.bias)):
-        # out= shares memory with an input: compute first, then write or add.
+    if aliased:
         result = _store_result(impl.forward(call, None, "write"), out, req)
     else:
         result = impl.forward(call, out, req)
@@ -315,7 +329,7 @@ def deconvolution_backward(out_grad: Any, data: Any, weight: Any, bias: Any = No
                         f"weight, bias), got {type(grads).__name__}")
     if len(grads) != 3:
         raise MXNetError(f"grads must hold three entries (data, weight, bias), got {len(grads)}")
-    call = make_call(data, weight, bias, params, train)
+    call = make_call(data, weight, bias, params, train, BACKWARD)
     geom = call.geom
     out_grad = _input(out_grad, "out_grad")
     _check_array("out_grad", out_grad, geom.out_shape, call.dtype)
@@ -354,7 +368,11 @@ def deconvolution_backward(out_grad: Any, data: Any, weight: Any, bias: Any = No
 
 def explain(data: Any, weight: Any, bias: Any = None, train: Optional[bool] = None,
             **params: Any) -> str:
-    """Which implementation a Deconvolution call would use, and why.
+    """Which implementation a Deconvolution forward call would use, and why.
+
+    For oneDNN it names the kernel and layouts the planner chose, how the bias
+    is applied, and the verdict of the plan-time check against the NumPy path
+    (with any kernel it rejected).
 
     >>> import numpy as np, mxdeconv
     >>> text = mxdeconv.explain(np.ones((1, 2, 3, 3)), np.ones((2, 1, 2, 2)),
@@ -364,8 +382,15 @@ def explain(data: Any, weight: Any, bias: Any = None, train: Optional[bool] = No
     """
     call = make_call(data, weight, bias, params, train)
     text = OPERATOR.explain(call)
-    if OPERATOR.reasons(call).get(registry.ONEDNN) is None:
-        info = _ops.plan_info(call.geom, str(call.dtype), call.training)
-        text += (f"\n  oneDNN forward kernel {info['forward_impl']}; layouts: src "
-                 f"{info['src']}, weights {info['weights']}, dst {info['dst']}")
+    plan = call.plan
+    if plan is not None:
+        if plan.bias is None:
+            bias_note = "no bias"
+        elif plan.bias_fused:
+            bias_note = "bias fused"
+        else:
+            bias_note = "bias added by a separate primitive"
+        text += (f"\n  oneDNN forward kernel {plan.impl} ({bias_note}); layouts: src "
+                 f"{plan.src.name}, weights {plan.weights.name}, dst {plan.dst.name}"
+                 f"\n  check: {plan.verdict.verdict()}")
     return text

@@ -25,7 +25,7 @@ __all__ = ["add", "multiply", "relu"]
 
 
 def _plain(arr: NDArray) -> np.ndarray:
-    return arr.reorder_to_default()._buffer
+    return arr._plain()
 
 
 def _operands(lhs: Any, rhs: Any, name: str) -> Tuple[Optional[NDArray], Optional[NDArray],
@@ -123,6 +123,7 @@ def _deliver(value: np.ndarray, req: str, target: Optional[NDArray],
         plain += value
     else:
         np.copyto(plain, value, casting="unsafe")
+    target._bump()
     return target
 
 

@@ -3,22 +3,36 @@
 An :class:`NDArray` owns one buffer.  In the *default* layout the buffer is a
 C-contiguous NumPy array of the logical shape.  After a oneDNN primitive it
 may instead hold a *blocked* layout (``nChw16c`` and friends): the buffer is
-then raw bytes described by a oneDNN memory descriptor, and the array turns
-back to the default layout only when someone needs plain memory (``asnumpy()``,
-``__array__``, the NumPy fallback, :meth:`NDArray.reorder_to_default`).  This is
-MXNet's ``Reorder2DefaultAsync`` made synchronous.
+then raw bytes described by a layout object from the oneDNN extension, which
+also says which logical tensor the bytes hold (its role, data or weights, and
+the NDArray shape), and the array turns back to the default layout only when
+someone needs plain memory (``asnumpy()``, ``__array__``, the NumPy fallback,
+:meth:`NDArray.reorder_to_default`).  This is MXNet's ``Reorder2DefaultAsync``
+made synchronous.
+
+Two rules keep the state safe:
+
+* The buffer and its layout change together, atomically: they are one tuple,
+  read once by every operation, and replaced by compare-and-swap, so threads
+  reading one blocked array never see a layout that does not match its bytes.
+* Memory visible outside mxdeconv (a NumPy view from ``np.asarray``, a DLPack
+  export or import, a ``detach()``) is *exposed*: such an array keeps its buffer
+  for good, so the view never goes stale.  Operators that prefer another layout
+  (an inference weight) then reorder into a temporary on every call instead of
+  swapping the buffer.
 """
 from __future__ import annotations
 
-import os
+import numbers
+import threading
 from typing import Any, Optional, Sequence, Tuple
 
 import numpy as np
 
 from .base import MXNetError
+from .buffers import aligned_empty
 
 DEFAULT_LAYOUT = "default"
-_ALIGNMENT = 64  # one cache line / one AVX-512 register: what oneDNN's kernels like
 try:  # bfloat16 comes from ml_dtypes (NumPy has none); optional
     import ml_dtypes
     BFLOAT16: Optional[np.dtype] = np.dtype(ml_dtypes.bfloat16)
@@ -26,42 +40,14 @@ except ImportError:
     BFLOAT16 = None
 _SUPPORTED_DTYPES = tuple(np.dtype(t) for t in (np.float16, np.float32, np.float64)) + (
     (BFLOAT16,) if BFLOAT16 is not None else ())
+# Guards the compare-and-swap of an NDArray's state; held for a few bytecodes,
+# never while a reorder runs.
+_STATE_LOCK = threading.Lock()
 
 
 def is_float_dtype(dtype: np.dtype) -> bool:
     """NumPy's floats, and ml_dtypes' bfloat16 (whose NumPy kind is 'V')."""
     return dtype.kind == "f" or (BFLOAT16 is not None and dtype == BFLOAT16)
-
-
-def _physical_memory_bytes() -> int:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):  # not POSIX: no early check
-        return 1 << 62
-
-
-_PHYSICAL_MEMORY = _physical_memory_bytes()
-
-
-def aligned_empty(shape: Sequence[int], dtype: Any) -> np.ndarray:
-    """An uninitialised C-contiguous array whose data starts on a 64-byte boundary.
-
-    Raises :class:`MXNetError` before allocating when the array could not fit
-    in this machine's physical memory, instead of a late ``MemoryError`` or an
-    OOM kill.
-    """
-    dtype = np.dtype(dtype)
-    count = 1
-    for extent in shape:
-        count *= int(extent)
-    nbytes = count * dtype.itemsize
-    if nbytes > _PHYSICAL_MEMORY:
-        raise MXNetError(
-            f"cannot allocate an array of shape {tuple(shape)} and dtype {dtype}: "
-            f"{nbytes} bytes exceed this machine's {_PHYSICAL_MEMORY} bytes of memory")
-    raw = np.empty(nbytes + _ALIGNMENT, dtype=np.uint8)
-    offset = (-raw.ctypes.data) % _ALIGNMENT
-    return raw[offset:offset + nbytes].view(dtype).reshape(tuple(shape))
 
 
 class NDArray:
@@ -73,19 +59,23 @@ class NDArray:
     ((2, 2), dtype('float32'), 'default')
     """
 
-    __slots__ = ("_buffer", "_desc", "_shape", "_dtype", "_grad", "_grad_req",
-                 "_node", "__weakref__")
+    __slots__ = ("_state", "_shape", "_dtype", "_grad", "_grad_req", "_node", "_version",
+                 "_exposed", "__weakref__")
 
-    def __init__(self, buffer: np.ndarray, desc: Any = None,
-                 shape: Optional[Tuple[int, ...]] = None) -> None:
+    def __init__(self, buffer: np.ndarray, layout: Any = None) -> None:
         # Internal constructor: `buffer` is owned by the new array from now on.
-        self._buffer = buffer
-        self._desc = desc  # None: default layout; else an _ops.MemoryDesc
-        self._shape = tuple(buffer.shape) if shape is None else tuple(shape)
-        self._dtype = buffer.dtype if desc is None else np.dtype(desc.dtype)
+        # layout None: `buffer` is the C-contiguous default-layout array; else a
+        # oneDNN layout object (see _ops.Layout) describing raw bytes.
+        self._state: Tuple[np.ndarray, Any] = (buffer, layout)
+        if layout is None:
+            self._shape, self._dtype = tuple(buffer.shape), buffer.dtype
+        else:
+            self._shape, self._dtype = layout.shape, layout.np_dtype
         self._grad = None
         self._grad_req = "null"
         self._node = None
+        self._version = 0      # bumped by every write through mxdeconv
+        self._exposed = False  # memory visible outside mxdeconv: never swapped
 
     # -- basic properties -------------------------------------------------
     @property
@@ -115,13 +105,50 @@ class NDArray:
         Blocked names use MXNet/oneDNN's letters, e.g. ``"nChw16c"`` for
         activations or ``"gOIhw16i16o"``-style names for weights.
         """
-        return DEFAULT_LAYOUT if self._desc is None else self._desc.layout
+        layout = self._state[1]
+        return DEFAULT_LAYOUT if layout is None else layout.name
 
     @property
     def is_default_layout(self) -> bool:
-        return self._desc is None
+        return self._state[1] is None
 
-    # -- layout changes -----------------------------------------------------
+    # -- layout changes (atomic: see the module docstring) -------------------
+    def _plain(self) -> np.ndarray:
+        """The default-layout buffer, after turning a blocked one plain in place."""
+        while True:
+            state = self._state
+            buffer, layout = state
+            if layout is None:
+                return buffer
+            plain = layout.to_plain(buffer)
+            with _STATE_LOCK:
+                if self._state is state:
+                    self._state = (plain, None)
+                    return plain
+            # Another thread changed the state meanwhile: use what it left.
+
+    def _adopt(self, state: Tuple[np.ndarray, Any], buffer: np.ndarray, layout: Any) -> bool:
+        """Replace ``state`` (as read earlier) by the same values held in ``buffer``
+        and ``layout``, unless the memory is exposed or the state changed since."""
+        with _STATE_LOCK:
+            if self._exposed or self._state is not state:
+                return False
+            self._state = (buffer, layout)
+            return True
+
+    def _expose(self) -> np.ndarray:
+        """The default-layout buffer, marked as visible outside mxdeconv for good."""
+        while True:
+            buffer = self._plain()
+            with _STATE_LOCK:
+                if self._state[0] is buffer:
+                    self._exposed = True
+                    return buffer
+
+    def _bump(self) -> None:
+        """Record a write through mxdeconv (cached copies of the values are stale)."""
+        self._version += 1
+
     def reorder_to_default(self) -> "NDArray":
         """Turn a blocked buffer into plain row-major memory, in place; returns self.
 
@@ -129,16 +156,8 @@ class NDArray:
         >>> nd.ones((1, 16, 2, 2)).reorder_to_default().layout
         'default'
         """
-        if self._desc is not None:
-            from . import _ops
-            plain = aligned_empty(self._shape, self._dtype)
-            _ops.reorder_to_plain(self._desc, self._buffer, plain)
-            self._buffer, self._desc = plain, None
+        self._plain()
         return self
-
-    def _adopt(self, buffer: np.ndarray, desc: Any) -> None:
-        """Replace the buffer with one holding the same values in layout ``desc``."""
-        self._buffer, self._desc = buffer, desc
 
     # -- reading ------------------------------------------------------------
     def asnumpy(self) -> np.ndarray:
@@ -148,12 +167,15 @@ class NDArray:
         >>> nd.ones((2,)).asnumpy()
         array([1., 1.], dtype=float32)
         """
-        return self.reorder_to_default()._buffer.copy()
+        return self._plain().copy()
 
     def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> np.ndarray:
         """``np.asarray(arr)``: a view of the default-layout buffer (a blocked array
         is turned into the default layout first, in place); a copy only when
         ``copy=True`` or another ``dtype`` is asked for (``copy=False`` then raises).
+
+        A view makes the array *exposed*: it keeps this buffer for good, so
+        writes through the view always reach it.
 
         >>> import numpy as np
         >>> from mxdeconv import nd
@@ -163,13 +185,14 @@ class NDArray:
         >>> x.asnumpy()
         array([5., 0.], dtype=float32)
         """
-        view = self.reorder_to_default()._buffer
-        if dtype is not None and np.dtype(dtype) != view.dtype:
+        if dtype is not None and np.dtype(dtype) != self._dtype:
             if copy is False:
-                raise ValueError(f"cannot view a {view.dtype} NDArray as {np.dtype(dtype)} "
+                raise MXNetError(f"cannot view a {self._dtype} NDArray as {np.dtype(dtype)} "
                                  "without a copy")
-            return view.astype(dtype)
-        return view.copy() if copy else view
+            return self._plain().astype(dtype)
+        if copy:
+            return self._plain().copy()
+        return self._expose()
 
     def asscalar(self) -> Any:
         """The value of a one-element array as a Python number.
@@ -180,7 +203,7 @@ class NDArray:
         """
         if self.size != 1:
             raise MXNetError(f"The current array is not a scalar: shape {self._shape}")
-        return self.asnumpy().reshape(()).item()
+        return self._plain().reshape(()).item()
 
     def wait_to_read(self) -> None:
         """MXNet compatibility: every operation here is synchronous.
@@ -205,7 +228,7 @@ class NDArray:
         >>> y is x, y.asnumpy()
         (False, array([1., 1.], dtype=float32))
         """
-        return array(self.asnumpy())
+        return array(self._plain())
 
     def astype(self, dtype: Any) -> "NDArray":
         """A copy converted to ``dtype``.
@@ -214,16 +237,26 @@ class NDArray:
         >>> nd.ones((2,)).astype("float64").dtype
         dtype('float64')
         """
-        return array(self.asnumpy(), dtype=dtype)
+        return array(self._plain(), dtype=dtype)
 
     def __repr__(self) -> str:
         dims = "x".join(str(d) for d in self._shape)
-        return f"\n{np.asarray(self)!s}\n<NDArray {dims} @cpu(0)>"
+        return f"\n{self._plain()!s}\n<NDArray {dims} @cpu(0)>"
 
     def __len__(self) -> int:
         if not self._shape:
             raise TypeError("len() of a 0-d NDArray")
         return self._shape[0]
+
+    # -- copying and pickling: always the values, in the default layout ---------
+    def __reduce__(self) -> Tuple[Any, Tuple[np.ndarray]]:
+        return array, (self._plain().copy(),)
+
+    def __copy__(self) -> "NDArray":
+        return self.copy()
+
+    def __deepcopy__(self, memo: Any) -> "NDArray":
+        return self.copy()
 
     # -- autograd (see mxdeconv.autograd) -----------------------------------
     def attach_grad(self, grad_req: str = "write", stype: Any = None) -> None:
@@ -277,14 +310,19 @@ class NDArray:
         backward([self], [out_grad], retain_graph=retain_graph, train_mode=train_mode)
 
     def detach(self) -> "NDArray":
-        """A new array sharing this buffer, outside any recorded graph.
+        """A new array sharing this one's memory, outside any recorded graph.
+
+        Both arrays are in the default layout from then on (shared memory is
+        exposed memory: neither swaps its buffer).
 
         >>> from mxdeconv import nd
         >>> x = nd.ones((2,))
         >>> x.detach().shape
         (2,)
         """
-        return NDArray(self._buffer, self._desc, self._shape)
+        detached = NDArray(self._expose())
+        detached._exposed = True
+        return detached
 
     # -- elementwise arithmetic (mxdeconv.elementwise) -----------------------
     def __add__(self, other: Any) -> "NDArray":
@@ -309,10 +347,11 @@ class NDArray:
 
         A blocked array is turned into the default layout first (in place), so
         ``np.from_dlpack(arr)`` or ``torch.from_dlpack(arr)`` always sees plain
-        row-major memory, shared with this array (until an operator gives the
-        array a new buffer, as an inference weight's first use does).
-        Keyword arguments (``max_version``, ``dl_device``, ``copy``) are
-        passed on to NumPy's exporter.
+        row-major memory, shared with this array for good (the array is then
+        exposed: it never swaps its buffer).  Keyword arguments
+        (``max_version``, ``dl_device``, ``copy``) are passed on to NumPy's
+        exporter.  bfloat16 arrays cannot be exported: NumPy's exporter has no
+        DLPack code for ml_dtypes' bfloat16.
 
         >>> import numpy as np
         >>> from mxdeconv import nd
@@ -320,22 +359,70 @@ class NDArray:
         >>> np.shares_memory(np.from_dlpack(x), np.asarray(x))
         True
         """
-        buffer = self.reorder_to_default()._buffer
+        if BFLOAT16 is not None and self._dtype == BFLOAT16:
+            raise MXNetError("a bfloat16 NDArray cannot be exported through DLPack (NumPy's "
+                             "exporter has no bfloat16 code): convert it first, e.g. "
+                             "arr.astype('float32')")
         kwargs = {k: v for k, v in kwargs.items() if v is not None}
         if stream is not None:
             kwargs["stream"] = stream
-        return buffer.__dlpack__(**kwargs)
+        return self._expose().__dlpack__(**kwargs)
 
     def __dlpack_device__(self) -> Tuple[int, int]:
         """``(1, 0)``: DLPack's ``kDLCPU``, device 0."""
         return (1, 0)
 
 
-def _check_dtype(dtype: np.dtype) -> np.dtype:
+def _check_dtype(dtype: Any, name: str = "dtype") -> np.dtype:
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError as error:
+        raise TypeError(f"{name} must name a floating-point dtype, got {dtype!r}: "
+                        f"{error}") from None
     if dtype not in _SUPPORTED_DTYPES:
-        raise TypeError(f"unsupported dtype {dtype}: mxdeconv arrays are "
+        raise TypeError(f"unsupported {name} {dtype}: mxdeconv arrays are "
                         f"{', '.join(str(d) for d in _SUPPORTED_DTYPES)}")
     return dtype
+
+
+def _shape_arg(shape: Any) -> Tuple[int, ...]:
+    """An int or a sequence of non-negative ints, as MXNet's shape arguments."""
+    entries = (shape,) if isinstance(shape, numbers.Integral) else shape
+    if isinstance(shape, (str, bytes)) or not isinstance(entries, (tuple, list)):
+        raise TypeError(f"shape must be an int or a tuple of ints, got {shape!r} "
+                        f"of type {type(shape).__name__}")
+    for extent in entries:
+        if isinstance(extent, bool) or not isinstance(extent, numbers.Integral):
+            raise TypeError(f"shape entries must be ints, got {shape!r}")
+        if extent < 0:
+            raise MXNetError(f"shape entries must be >= 0, got shape {tuple(entries)}")
+    return tuple(int(extent) for extent in entries)
+
+
+def _host_values(source: Any) -> Tuple[np.ndarray, bool]:
+    """``source`` as a NumPy array, and whether it came from Python values."""
+    if isinstance(source, np.ndarray):
+        return source, False
+    if hasattr(source, "__dlpack__"):  # a foreign tensor (PyTorch, JAX, ...)
+        if callable(getattr(source, "detach", None)):  # a torch tensor that requires grad
+            source = source.detach()
+        try:
+            return np.from_dlpack(source), False
+        except (BufferError, RuntimeError, TypeError, ValueError) as error:
+            raise TypeError(f"cannot copy a {type(source).__name__} into an NDArray: "
+                            f"NumPy cannot import it through DLPack ({error}); convert "
+                            "it to float16/32/64 first") from None
+    if source is None or isinstance(source, (str, bytes, dict, set)):
+        raise TypeError(f"source must be an NDArray, an array or (nested) numbers, "
+                        f"got {type(source).__name__}")
+    try:
+        values = np.asarray(source)
+    except ValueError as error:  # ragged nesting
+        raise MXNetError(f"source is not a rectangular array: {error}") from None
+    if not (values.dtype.kind in "biuf" or is_float_dtype(values.dtype)):
+        raise TypeError(f"source must hold numbers, got values of dtype {values.dtype} "
+                        f"from {type(source).__name__}")
+    return values, not hasattr(source, "__array__")
 
 
 def array(source: Any, dtype: Any = None) -> NDArray:
@@ -350,19 +437,16 @@ def array(source: Any, dtype: Any = None) -> NDArray:
     dtype('float64')
     """
     if isinstance(source, NDArray):
-        source = source.asnumpy()
-    elif hasattr(source, "__dlpack__") and not isinstance(source, np.ndarray):
-        if callable(getattr(source, "detach", None)):  # a torch tensor that requires grad
-            source = source.detach()
-        source = np.from_dlpack(source)
-    python_values = not (isinstance(source, np.ndarray) or hasattr(source, "__array__"))
-    values = np.asarray(source)
+        values, python_values = source._plain(), False
+    else:
+        values, python_values = _host_values(source)
     if dtype is None:  # Python lists and numbers: float32, as in MXNet
         dtype = values.dtype if is_float_dtype(values.dtype) and not python_values \
             else np.float32
-    dtype = _check_dtype(np.dtype(dtype))
+    dtype = _check_dtype(dtype)
     buffer = aligned_empty(values.shape, dtype)
-    np.copyto(buffer, values, casting="unsafe")
+    with np.errstate(over="ignore", invalid="ignore"):  # as NumPy's astype: inf on overflow
+        np.copyto(buffer, values, casting="unsafe")
     return NDArray(buffer)
 
 
@@ -373,8 +457,7 @@ def empty(shape: Any, dtype: Any = np.float32) -> NDArray:
     >>> nd.empty((2, 3)).shape
     (2, 3)
     """
-    shape = (shape,) if isinstance(shape, int) else tuple(shape)
-    return NDArray(aligned_empty(shape, _check_dtype(np.dtype(dtype))))
+    return NDArray(aligned_empty(_shape_arg(shape), _check_dtype(dtype)))
 
 
 def zeros(shape: Any, dtype: Any = np.float32) -> NDArray:
@@ -385,7 +468,7 @@ def zeros(shape: Any, dtype: Any = np.float32) -> NDArray:
     (2, 3)
     """
     out = empty(shape, dtype)
-    out._buffer.fill(0)
+    out._state[0].fill(0)
     return out
 
 
@@ -397,7 +480,7 @@ def ones(shape: Any, dtype: Any = np.float32) -> NDArray:
     array([1., 1.])
     """
     out = empty(shape, dtype)
-    out._buffer.fill(1)
+    out._state[0].fill(1)
     return out
 
 
@@ -422,10 +505,11 @@ def from_dlpack(source: Any) -> NDArray:
     array, another NDArray) or a DLPack capsule.  It must be a C-contiguous
     CPU tensor of float16, float32 or float64; anything else raises rather
     than copying silently (use :func:`array` to copy).  Writes through either
-    side are seen by the other.  A tensor imported through a legacy
-    (unversioned) capsule, such as :func:`to_dlpack_for_read` returns, is
-    read-only: DLPack 0.x cannot say whether writing is allowed, so NumPy
-    refuses it; the NDArray can still be an operator's input.
+    side are seen by the other: the NDArray is *exposed* and keeps that memory
+    for good.  A tensor imported through a legacy (unversioned) capsule, such
+    as :func:`to_dlpack_for_read` returns, is read-only: DLPack 0.x cannot say
+    whether writing is allowed, so NumPy refuses it; the NDArray can still be
+    an operator's input.
 
     >>> import numpy as np
     >>> from mxdeconv import nd
@@ -437,16 +521,27 @@ def from_dlpack(source: Any) -> NDArray:
     """
     if type(source).__name__ == "PyCapsule":
         source = _Capsule(source)
+    elif not hasattr(source, "__dlpack__"):
+        raise TypeError(f"from_dlpack: source must be a DLPack capsule or have __dlpack__, "
+                        f"got {type(source).__name__}")
     try:
         view = np.from_dlpack(source)
-    except (BufferError, RuntimeError) as error:
-        raise MXNetError(f"from_dlpack: cannot import {type(source).__name__}: {error}") \
-            from error
+    except (BufferError, RuntimeError, TypeError, ValueError) as error:
+        raise MXNetError(f"from_dlpack: cannot import {type(source).__name__}: {error} "
+                         "(a capsule can be consumed once)") from None
     _check_dtype(view.dtype)
     if not view.flags.c_contiguous:
         raise MXNetError(f"from_dlpack: the tensor of shape {view.shape} is not C-contiguous "
                          f"(strides {view.strides}); make it contiguous or use nd.array()")
-    return NDArray(view)
+    imported = NDArray(view)
+    imported._exposed = True
+    return imported
+
+
+def _require_ndarray(data: Any, name: str) -> NDArray:
+    if not isinstance(data, NDArray):
+        raise TypeError(f"{name}: data must be an NDArray, got {type(data).__name__}")
+    return data
 
 
 def to_dlpack_for_read(data: NDArray) -> Any:
@@ -458,7 +553,7 @@ def to_dlpack_for_read(data: NDArray) -> Any:
     >>> nd.from_dlpack(nd.to_dlpack_for_read(nd.ones((2,)))).asnumpy()
     array([1., 1.], dtype=float32)
     """
-    return data.__dlpack__()
+    return _require_ndarray(data, "to_dlpack_for_read").__dlpack__()
 
 
 def to_dlpack_for_write(data: NDArray) -> Any:
@@ -475,6 +570,7 @@ def to_dlpack_for_write(data: NDArray) -> Any:
     >>> x.asnumpy()
     array([0., 3.], dtype=float32)
     """
+    data = _require_ndarray(data, "to_dlpack_for_write")
     try:
         return data.__dlpack__(max_version=(1, 0))
     except TypeError:  # NumPy < 2.1 exports legacy capsules only

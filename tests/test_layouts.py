@@ -36,10 +36,10 @@ def _clean_counters():
 def test_result_keeps_the_primitive_layout_until_read(rng):
     data, weight = _inputs(rng)
     out = nd.Deconvolution(data, weight, **PARAMS)
-    chosen = mxdeconv._ops.plan_info(
+    chosen = mxdeconv.plans.forward_plan(
         mxdeconv.params.infer_geometry(mxdeconv.params.parse_params(PARAMS), data.shape),
-        "float32", False)["dst"]
-    assert out.layout == ("default" if chosen == "nchw" else chosen)
+        "float32", False, False).dst
+    assert out.layout == ("default" if chosen.is_plain else chosen.name)
     assert mxdeconv.reorder_counts().get("to_default", 0) == 0
     values = out.asnumpy()          # reading turns it default, in place
     assert out.layout == "default"
@@ -55,11 +55,11 @@ def test_blocked_output_fed_onward_is_not_reordered(rng):
     mxdeconv.reset_reorder_counts()
     second = nd.Deconvolution(first, second_weight, kernel=(1, 1), num_filter=8)
     counts = mxdeconv.reorder_counts()
-    plan = mxdeconv._ops.forward_plan(
+    plan = mxdeconv.plans.forward_plan(
         mxdeconv.params.infer_geometry(
             mxdeconv.params.parse_params(dict(kernel=(1, 1), num_filter=8)), first.shape),
-        "float32", False)
-    if plan.src.layout == first.layout:
+        "float32", False, False)
+    if plan.src.name == first.layout:
         assert counts.get("data", 0) == 0, counts
     assert counts.get("to_default", 0) == 0, counts
     expected = reference_forward(first.asnumpy(), second_weight, None, kernel=(1, 1),
@@ -147,9 +147,9 @@ def test_backward_reorders_out_grad_once(rng):
     data, weight = _inputs(rng)
     out_grad = rng.standard_normal((2, 32, 12, 12)).astype(np.float32)
     geom = mxdeconv.params.infer_geometry(mxdeconv.params.parse_params(PARAMS), data.shape)
-    plan = mxdeconv._ops.backward_plan(geom, "float32")
+    plan = mxdeconv.plans.backward_plans(geom, "float32")
     nd.Deconvolution_backward(out_grad, data, weight, **PARAMS)
     # out_grad arrives plain; both backward passes read one reordered copy.
     reorders = mxdeconv.reorder_counts().get("out_grad", 0)
-    assert plan.shares_diff_dst
-    assert reorders == (0 if plan.diff_dst.layout == "nchw" else 1)
+    assert plan.data.diff_dst == plan.weights.diff_dst
+    assert reorders == (0 if plan.data.diff_dst.is_plain else 1)

@@ -40,7 +40,8 @@ def test_short_soak_rss_and_python_objects_stay_flat():
     assert UNDER_ASAN or figures["rss_growth_kib"] < 4096, figures
     assert figures["tracemalloc_growth_bytes"] < 256 * 1024, figures["tracemalloc_top"]
     before, after = figures["live_objects_before"], figures["live_objects_after"]
-    for name in ("NDArray", "Primitive", "MemoryDesc", "ForwardPlan", "BackwardPlan"):
+    for name in ("NDArray", "Primitive", "MemoryDesc", "Layout", "ForwardPlan",
+                 "BackwardDataPlan", "BackwardWeightsPlan"):
         assert after.get(name, 0) == before.get(name, 0), (name, before, after)
 
 
@@ -56,9 +57,9 @@ def test_results_and_their_buffers_are_freed(impl):
             y = nd.Deconvolution(x, w, kernel=(3, 3), num_filter=16, train=train)
             grads = nd.Deconvolution_backward(y, x, w, kernel=(3, 3), num_filter=16)
             refs += [weakref.ref(a) for a in (y,) + grads if a is not None]
-            refs += [weakref.ref(a._buffer) for a in (y,) + grads if a is not None]
+            refs += [weakref.ref(a._state[0]) for a in (y,) + grads if a is not None]
             del y, grads
-    w_ref, w_buf = weakref.ref(w), weakref.ref(w._buffer)  # maybe adopted (blocked)
+    w_ref, w_buf = weakref.ref(w), weakref.ref(w._state[0])  # maybe adopted (blocked)
     del x, w
     gc.collect()
     assert all(r() is None for r in refs + [w_ref, w_buf])
