@@ -103,13 +103,13 @@ def _warn(candidate: Any, geom: DeconvGeometry, reason: str) -> None:
 
 
 def _plan(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
-          check: Callable[[Any], Optional[str]]) -> Union[Any, Unavailable]:
+          make_check: Callable[[], kernel_check.Check]) -> Union[Any, Unavailable]:
     plan = _ops.cache(key)
     if plan is not None:
         return plan
     choice = _choices.get(key)
     if choice is None:
-        choice, plan = _choose(geom, candidates(), check)
+        choice, plan = _choose(geom, candidates(), make_check())
         with _choices_lock:
             _choices.setdefault(key, choice)
     elif choice.index is not None:  # chosen by another thread (or before an eviction)
@@ -129,7 +129,7 @@ def forward_plan(geom: DeconvGeometry, dtype: str, training: bool,
     key = ("forward", geom, dtype, training, accumulate, _ops.get_num_threads())
     return _plan(key, geom,
                  lambda: _ops.forward_candidates(geom, dtype, training, accumulate),
-                 lambda plan: kernel_check.check_forward(plan, geom, accumulate))
+                 lambda: kernel_check.forward_check(geom, dtype, accumulate))
 
 
 @dataclass(frozen=True)
@@ -146,12 +146,12 @@ def backward_plans(geom: DeconvGeometry, dtype: str) -> Union[BackwardPlans, Una
     threads = _ops.get_num_threads()
     weights = _plan(("backward_weights", geom, dtype, threads), geom,
                     lambda: _ops.backward_weights_candidates(geom, dtype),
-                    lambda plan: kernel_check.check_backward_weights(plan, geom))
+                    lambda: kernel_check.backward_weights_check(geom, dtype))
     if isinstance(weights, Unavailable):
         return weights
     data = _plan(("backward_data", geom, dtype, threads), geom,
                  lambda: _ops.backward_data_candidates(geom, dtype, weights.diff_dst),
-                 lambda plan: kernel_check.check_backward_data(plan, geom))
+                 lambda: kernel_check.backward_data_check(geom, dtype))
     if isinstance(data, Unavailable):
         return data
     return BackwardPlans(data, weights)
