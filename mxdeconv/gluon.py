@@ -47,10 +47,67 @@ import numpy as np
 from . import elementwise, nd
 from .base import MXNetError
 from .ndarray import NDArray, array
+from .params import MAX_PARAM
 
 __all__ = ["Constant", "Conv1DTranspose", "Conv2DTranspose", "Conv3DTranspose",
            "Initializer", "Normal", "One", "Parameter", "ParameterDict", "Uniform",
            "Xavier", "Zero"]
+
+# -- argument checking -------------------------------------------------------------
+# One helper per kind of argument, used by the layers' constructors.
+# A value of the wrong Python type raises TypeError, a bad value MXNetError, and
+# both messages name the argument, what it accepts and what it got.  Strings are
+# refused where a number, a tuple or a bool is expected (kernel_size="33" is not
+# (3, 3)); MXNet's string attribute forms ("(3, 3)", "True") would be parsed into
+# a Python value at the top of _int_arg, _tuple_arg and _bool_arg.
+def _type_error(name: str, expected: str, value: Any) -> TypeError:
+    return TypeError(f"{name} must be {expected}, got {value!r} of type {type(value).__name__}")
+
+
+def _is_int(value: Any) -> bool:
+    """Python and NumPy integers; a bool is not one here."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _int_arg(name: str, value: Any, minimum: int = 0) -> int:
+    """An integer in ``[minimum, MAX_PARAM]`` (Python's or NumPy's)."""
+    if not _is_int(value):
+        raise _type_error(name, "an int", value)
+    value = int(value)
+    if not minimum <= value <= MAX_PARAM:
+        raise MXNetError(f"{name} must be an int in [{minimum}, {MAX_PARAM}], "
+                         f"got {name}={value}")
+    return value
+
+
+def _tuple_arg(name: str, value: Any, ndim: Optional[int] = None,
+               minimum: int = 0) -> Tuple[int, ...]:
+    """An int (repeated ``ndim`` times, once when ``ndim`` is None) or a tuple or
+    list of ints (exactly ``ndim`` of them when it is given), each as :func:`_int_arg`."""
+    if _is_int(value):
+        return (_int_arg(name, value, minimum),) * (ndim or 1)
+    expected = f"an int or a list of {ndim} ints" if ndim else "an int or a tuple of ints"
+    if not isinstance(value, (tuple, list)):
+        raise _type_error(name, expected, value)
+    if ndim is not None and len(value) != ndim:
+        raise MXNetError(f"{name} must be {expected}, got {name}={value!r}")
+    return tuple(_int_arg(f"{name}[{i}]", v, minimum) for i, v in enumerate(value))
+
+
+def _bool_arg(name: str, value: Any) -> bool:
+    """True, False, a NumPy bool, or the ints 0 and 1 (MXNet's "0" and "1")."""
+    if isinstance(value, (bool, np.bool_)) or (_is_int(value) and value in (0, 1)):
+        return bool(value)
+    raise _type_error(name, "a bool (True, False, 0 or 1)", value)
+
+
+def _choice_arg(name: str, value: Any, choices: Sequence[Optional[str]]) -> Optional[str]:
+    """One of ``choices`` (strings, and None where None is one of them)."""
+    if not (isinstance(value, str) or (value is None and None in choices)):
+        raise _type_error(name, f"one of {tuple(choices)}", value)
+    if value not in choices:
+        raise MXNetError(f"{name} must be one of {tuple(choices)}, got {value!r}")
+    return value
 
 
 # -- initializers ----------------------------------------------------------------
@@ -189,13 +246,23 @@ _NAMED = {"zeros": Zero, "zero": Zero, "ones": One, "one": One, "uniform": Unifo
           "normal": Normal, "xavier": Xavier}
 
 
-def _create_initializer(init: Any) -> Initializer:
+def _create_initializer(init: Any, name: str = "init") -> Initializer:
+    """An :class:`Initializer` given as itself or by name (``"zeros"``, ``"xavier"``...)."""
     if isinstance(init, Initializer):
         return init
-    if isinstance(init, str) and init.lower() in _NAMED:
-        return _NAMED[init.lower()]()
-    raise MXNetError(f"unknown initializer {init!r}: use an Initializer or one of "
-                     f"{sorted(_NAMED)}")
+    expected = f"an Initializer or one of {sorted(_NAMED)}"
+    if not isinstance(init, str):
+        raise _type_error(name, expected, init)
+    if init.lower() not in _NAMED:
+        raise MXNetError(f"unknown initializer: {name} must be {expected}, got {init!r}")
+    return _NAMED[init.lower()]()
+
+
+def _initializer_arg(name: str, init: Any) -> Any:
+    """None or what :func:`_create_initializer` accepts, checked now, kept as given."""
+    if init is not None:
+        _create_initializer(init, name)
+    return init
 
 
 # -- parameters ------------------------------------------------------------------
@@ -375,17 +442,13 @@ def _auto_prefix(base: str) -> str:
     return f"{base}{count}_"
 
 
-def _tuple(name: str, value: Any, ndim: int) -> Tuple[int, ...]:
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
-        return (int(value),) * ndim
-    value = tuple(value)
-    if len(value) != ndim:
-        raise MXNetError(f"{name} must be a number or a list of {ndim} ints, got {value}")
-    return tuple(int(v) for v in value)
-
-
 class _ConvTranspose:
-    """Shared implementation of the transposed-convolution layers."""
+    """Shared implementation of the transposed-convolution layers.
+
+    The constructor checks every argument (type, range, tuple length, and what
+    MXNet's shape inference rejects when the layer is built) before it creates
+    anything.
+    """
 
     _ndim = 2
     _layout = "NCHW"
@@ -397,33 +460,47 @@ class _ConvTranspose:
                  bias_initializer: Any = "zeros", in_channels: int = 0,
                  prefix: Optional[str] = None, params: Any = None) -> None:
         ndim = self._ndim
-        if layout is not None and layout != self._layout:
-            raise MXNetError(f"Only supports '{self._layout}' layout for now, got {layout!r}")
-        if activation not in (None, "relu"):
-            raise MXNetError(f"activation {activation!r} is not supported: None or 'relu'")
+        _choice_arg("layout", layout, (self._layout, None))
+        self._activation = _choice_arg("activation", activation, (None, "relu"))
         if params is not None:
-            raise MXNetError("sharing parameters through params= is not supported")
-        self._channels = int(channels)
-        self._in_channels = int(in_channels)
+            raise MXNetError(f"sharing parameters through params= is not supported: params "
+                             f"must be None, got {params!r:.80}")
+        if prefix is not None and not isinstance(prefix, str):
+            raise _type_error("prefix", "a string or None", prefix)
+        self._channels = _int_arg("channels", channels, minimum=1)
+        self._in_channels = in_channels = _int_arg("in_channels", in_channels)
         self._kwargs = {
-            "kernel": _tuple("kernel_size", kernel_size, ndim),
-            "stride": _tuple("strides", strides, ndim),
-            "dilate": _tuple("dilation", dilation, ndim),
-            "pad": _tuple("padding", padding, ndim),
-            "adj": _tuple("output_padding", output_padding, ndim),
-            "num_filter": self._channels, "num_group": int(groups),
-            "no_bias": not use_bias, "layout": self._layout}
+            "kernel": _tuple_arg("kernel_size", kernel_size, ndim, minimum=1),
+            "stride": _tuple_arg("strides", strides, ndim, minimum=1),
+            "dilate": _tuple_arg("dilation", dilation, ndim, minimum=1),
+            "pad": _tuple_arg("padding", padding, ndim),
+            "adj": _tuple_arg("output_padding", output_padding, ndim),
+            "num_filter": self._channels, "num_group": _int_arg("groups", groups, minimum=1),
+            "no_bias": not _bool_arg("use_bias", use_bias), "layout": self._layout}
+        self._check_divisible("channels", self._channels)
+        if in_channels:
+            self._check_divisible("in_channels", in_channels)
         self.outpad = self._kwargs["adj"]
-        if self._channels % int(groups):
-            raise MXNetError(f"channels={channels} must be divisible by groups={groups}")
-        self._activation = activation
+        if any(a >= s for a, s in zip(self.outpad, self._kwargs["stride"])):
+            raise MXNetError(f"output_padding must be smaller than strides in every dim, got "
+                             f"output_padding={self.outpad} and strides={self._kwargs['stride']}")
+        _initializer_arg("weight_initializer", weight_initializer)
+        _initializer_arg("bias_initializer", bias_initializer)
         self.prefix = _auto_prefix("conv") if prefix is None else prefix
-        self.weight = Parameter(
-            self.prefix + "weight",
-            (self._in_channels, self._channels // int(groups)) + self._kwargs["kernel"],
-            init=weight_initializer)
-        self.bias = (Parameter(self.prefix + "bias", (self._channels,), init=bias_initializer)
-                     if use_bias else None)
+        self.weight = Parameter(self.prefix + "weight", self._weight_shape(in_channels),
+                                init=weight_initializer)
+        self.bias = (None if self._kwargs["no_bias"] else
+                     Parameter(self.prefix + "bias", (self._channels,), init=bias_initializer))
+
+    def _check_divisible(self, name: str, value: int, context: str = "") -> None:
+        groups = self._kwargs["num_group"]
+        if value % groups:
+            raise MXNetError(f"{context}{name}={value} must be divisible by groups={groups}")
+
+    def _weight_shape(self, in_channels: int) -> Tuple[int, ...]:
+        """MXNet's Deconvolution weight: ``(in_channels, channels // groups, *kernel)``."""
+        return ((in_channels, self._channels // self._kwargs["num_group"])
+                + self._kwargs["kernel"])
 
     # -- MXNet Block API --------------------------------------------------------
     @property
