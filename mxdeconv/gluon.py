@@ -45,16 +45,22 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 import numpy as np
 
 from . import elementwise, nd
+from .autograd import GRAD_REQS
 from .base import MXNetError
-from .ndarray import NDArray, array
+from .ndarray import BFLOAT16, NDArray, array, is_float_dtype
 from .params import MAX_PARAM
 
 __all__ = ["Constant", "Conv1DTranspose", "Conv2DTranspose", "Conv3DTranspose",
            "Initializer", "Normal", "One", "Parameter", "ParameterDict", "Uniform",
            "Xavier", "Zero"]
 
+#: The dtypes a parameter may have (those of mxdeconv's arrays).
+PARAM_DTYPES = tuple(np.dtype(t) for t in ("float16", "float32", "float64")) + (
+    (BFLOAT16,) if BFLOAT16 is not None else ())
+
+
 # -- argument checking -------------------------------------------------------------
-# One helper per kind of argument, used by the layers' constructors.
+# One helper per kind of argument, used by the layers and their parameters.
 # A value of the wrong Python type raises TypeError, a bad value MXNetError, and
 # both messages name the argument, what it accepts and what it got.  Strings are
 # refused where a number, a tuple or a bool is expected (kernel_size="33" is not
@@ -108,6 +114,46 @@ def _choice_arg(name: str, value: Any, choices: Sequence[Optional[str]]) -> Opti
     if value not in choices:
         raise MXNetError(f"{name} must be one of {tuple(choices)}, got {value!r}")
     return value
+
+
+def _dtype_arg(name: str, value: Any) -> np.dtype:
+    """One of ``PARAM_DTYPES``, given as anything ``np.dtype`` reads but None."""
+    expected = f"a dtype, one of {[str(d) for d in PARAM_DTYPES]}"
+    if value is None:  # np.dtype(None) is float64
+        raise _type_error(name, expected, value)
+    try:
+        dtype = np.dtype(value)
+    except (TypeError, ValueError) as err:
+        raise _type_error(name, expected, value) from err
+    if dtype not in PARAM_DTYPES:
+        raise _type_error(name, expected, value)
+    return dtype
+
+
+def _values_arg(name: str, value: Any) -> np.ndarray:
+    """Real numbers as a NumPy array, from an NDArray, a NumPy array or scalar, a
+    nested list (or tuple) of numbers, or a number."""
+    if isinstance(value, NDArray):
+        values = value.asnumpy()
+    elif isinstance(value, (np.ndarray, np.generic, numbers.Number)):
+        values = np.asarray(value)
+    elif isinstance(value, (list, tuple)):
+        try:
+            values = np.asarray(value)
+        except (TypeError, ValueError, OverflowError) as err:
+            raise MXNetError(f"{name} must be a nested list of numbers of one shape, "
+                             f"got {value!r:.200}") from err
+    else:
+        raise _type_error(name, "an NDArray, a NumPy array or a nested list of numbers", value)
+    if not _is_real(values.dtype):
+        raise TypeError(f"{name} must hold real numbers (an integer or floating-point "
+                        f"dtype), got dtype {values.dtype}")
+    return values
+
+
+def _is_real(dtype: np.dtype) -> bool:
+    """Integers and floats (bfloat16 too): what a parameter's values may be cast from."""
+    return dtype.kind in "iu" or is_float_dtype(dtype)
 
 
 # -- initializers ----------------------------------------------------------------
@@ -270,32 +316,33 @@ class Parameter:
     """A layer's weight or bias: an NDArray, its gradient, and how to initialise it.
 
     A shape with a 0 is not known yet (``in_channels=0``): initialisation is
-    deferred to the first forward, as in MXNet.
+    deferred to the first forward, as in MXNet.  Every method checks its
+    arguments before it changes anything: after an error the parameter holds
+    what it held before.
 
     >>> from mxdeconv import gluon
     >>> p = gluon.Parameter("w", shape=(2, 3))
     >>> p.initialize(init=gluon.One())
     >>> p.data().shape, p.grad().asnumpy().sum().item()
     ((2, 3), 0.0)
+    >>> p.set_data([[1, 2, 3], [4, 5, 6]])      # cast to the parameter's dtype
+    >>> p.data().asnumpy().dtype
+    dtype('float32')
     """
 
-    def __init__(self, name: str, shape: Tuple[int, ...] = (), dtype: Any = "float32",
+    def __init__(self, name: str, shape: Any = (), dtype: Any = "float32",
                  init: Any = None, grad_req: str = "write",
                  allow_deferred_init: bool = True) -> None:
+        if not isinstance(name, str):
+            raise _type_error("name", "a string", name)
         self.name = name
-        self.shape = tuple(int(s) for s in shape)
-        self.dtype = np.dtype(dtype)
-        self.init = init
-        self.allow_deferred_init = allow_deferred_init
-        self._grad_req = self._check_grad_req(grad_req)
+        self.shape = _tuple_arg("shape", shape)
+        self.dtype = _dtype_arg("dtype", dtype)
+        self.init = _initializer_arg("init", init)
+        self.allow_deferred_init = _bool_arg("allow_deferred_init", allow_deferred_init)
+        self._grad_req = _choice_arg("grad_req", grad_req, GRAD_REQS)
         self._data: Optional[NDArray] = None
         self._deferred: Optional[Initializer] = None
-
-    @staticmethod
-    def _check_grad_req(grad_req: str) -> str:
-        if grad_req not in ("write", "add", "null"):
-            raise MXNetError(f"grad_req must be 'write', 'add' or 'null', got {grad_req!r}")
-        return grad_req
 
     def __repr__(self) -> str:
         return f"Parameter {self.name} (shape={self.shape}, dtype={self.dtype})"
@@ -306,19 +353,21 @@ class Parameter:
 
     @grad_req.setter
     def grad_req(self, value: str) -> None:
-        self._grad_req = self._check_grad_req(value)
+        self._grad_req = _choice_arg("grad_req", value, GRAD_REQS)
         if self._data is not None:
-            self._attach()
+            self._attach(self._data)
 
     @property
     def shape_known(self) -> bool:
         return all(s > 0 for s in self.shape)
 
-    def _attach(self) -> None:
+    def _attach(self, data: NDArray) -> NDArray:
+        """Give ``data`` a gradient as ``grad_req`` says (none for ``"null"``)."""
         if self._grad_req == "null":
-            self._data._grad, self._data._grad_req = None, "null"
+            data._grad, data._grad_req = None, "null"
         else:
-            self._data.attach_grad(self._grad_req)
+            data.attach_grad(self._grad_req)
+        return data
 
     def initialize(self, init: Any = None, ctx: Any = None,
                    default_init: Any = None, force_reinit: bool = False) -> None:
@@ -326,6 +375,9 @@ class Parameter:
         else ``default_init`` (default :class:`Uniform`), as MXNet does.
         ``ctx`` is accepted and ignored (everything runs on the CPU)."""
         del ctx
+        _initializer_arg("init", init)
+        _initializer_arg("default_init", default_init)
+        force_reinit = _bool_arg("force_reinit", force_reinit)
         if self._data is not None and not force_reinit:
             return
         if init is None:
@@ -338,28 +390,42 @@ class Parameter:
                                  f"invalid shape: {self.shape}.")
             self._data, self._deferred = None, initializer
             return
-        self._set(initializer(self.name, self.shape, self.dtype))
+        self._install(self._new_data(initializer(self.name, self.shape, self.dtype)))
 
-    def _finish_deferred_init(self, shape: Tuple[int, ...]) -> None:
-        """Complete the shape (fill its zeros from ``shape``) and initialise."""
+    def _deferred_data(self, shape: Tuple[int, ...]) -> NDArray:
+        """The values of the deferred initialisation for the completed ``shape``,
+        not installed yet (see :meth:`_install`)."""
         if self._deferred is None:
             raise MXNetError(f"Parameter '{self.name}' has not been initialized. You "
                              "should initialize parameters with Block.initialize()")
-        self._complete_shape(shape)
-        initializer, self._deferred = self._deferred, None
-        self._set(initializer(self.name, self.shape, self.dtype))
+        shape = self._completed_shape(shape)
+        return self._new_data(self._deferred(self.name, shape, self.dtype))
 
-    def _complete_shape(self, shape: Sequence[int]) -> None:
-        shape = tuple(int(s) for s in shape)
-        if len(shape) != len(self.shape) or any(
-                known and known != given for known, given in zip(self.shape, shape)):
-            raise MXNetError(f"shape {shape} is incompatible with Parameter '{self.name}' "
-                             f"of shape {self.shape}")
-        self.shape = shape
+    def _fits(self, shape: Tuple[int, ...]) -> bool:
+        """Whether data of ``shape`` fits (a 0, not known yet, fits any size >= 1)."""
+        return len(shape) == len(self.shape) and all(
+            given >= 1 and known in (0, given) for known, given in zip(self.shape, shape))
 
-    def _set(self, values: np.ndarray) -> None:
-        self._data = array(values, dtype=self.dtype)
-        self._attach()
+    def _shape_text(self) -> str:
+        return f"{self.shape}" + ("" if self.shape_known else " (0: not known yet)")
+
+    def _completed_shape(self, shape: Tuple[int, ...]) -> Tuple[int, ...]:
+        """``shape``, checked by :meth:`_fits`."""
+        if not self._fits(shape):
+            raise MXNetError(f"Parameter '{self.name}' has shape {self._shape_text()}, "
+                             f"cannot set data of shape {shape}")
+        return tuple(shape)
+
+    def _new_data(self, values: Any, dtype: Any = None) -> NDArray:
+        """``values`` copied into a new NDArray of ``dtype`` (default: the parameter's)
+        with its gradient attached; the parameter itself does not change."""
+        return self._attach(array(values, dtype=self.dtype if dtype is None else dtype))
+
+    def _install(self, data: NDArray) -> None:
+        """Make ``data`` (from :meth:`_new_data`) the value, its shape and dtype too.
+        Nothing here can fail: callers check and convert everything first."""
+        self._data, self._deferred = data, None
+        self.shape, self.dtype = data.shape, data.dtype
 
     def data(self, ctx: Any = None) -> NDArray:
         """The parameter's NDArray (its ``.grad`` is :meth:`grad`)."""
@@ -383,15 +449,13 @@ class Parameter:
         return data._grad
 
     def set_data(self, value: Any) -> None:
-        """Replace the values (the shape is completed from ``value`` if still unknown)."""
-        values = value.asnumpy() if isinstance(value, NDArray) else np.asarray(value)
-        if not self.shape_known:
-            self._complete_shape(values.shape)
-            self._deferred = None
-        elif values.shape != self.shape:
-            raise MXNetError(f"Parameter '{self.name}' has shape {self.shape}, "
-                             f"cannot set data of shape {values.shape}")
-        self._set(values)
+        """Replace the values with ``value``: an NDArray, a NumPy array or a nested
+        list of numbers (integers or floats, cast to the parameter's dtype as MXNet
+        does) of exactly the parameter's shape; a shape still unknown is completed
+        from it."""
+        values = _values_arg("value", value)
+        self._completed_shape(values.shape)
+        self._install(self._new_data(values))
 
     def zero_grad(self) -> None:
         """Set the gradient to zeros."""
@@ -399,10 +463,13 @@ class Parameter:
             np.asarray(self._data._grad)[...] = 0
 
     def cast(self, dtype: Any) -> None:
-        """Change the dtype of the values (and gradient)."""
-        self.dtype = np.dtype(dtype)
-        if self._data is not None:
-            self._set(self._data.asnumpy())
+        """Change the dtype of the values (and gradient): float16, float32, float64 or
+        bfloat16 (with ml_dtypes)."""
+        dtype = _dtype_arg("dtype", dtype)
+        if self._data is None:
+            self.dtype = dtype
+        else:
+            self._install(self._new_data(self._data.asnumpy(), dtype))
 
 
 class ParameterDict(dict):
@@ -412,10 +479,21 @@ class ParameterDict(dict):
     >>> layer = gluon.Conv1DTranspose(2, 3, in_channels=2, prefix="up_")
     >>> sorted(layer.collect_params())
     ['up_bias', 'up_weight']
+    >>> layer.collect_params().setattr("grad_req", "null")
+    >>> layer.bias.grad_req
+    'null'
     """
+
+    #: The attributes :meth:`setattr` may set (those whose setter checks the value).
+    SETTABLE = ("grad_req",)
 
     def initialize(self, init: Any = None, ctx: Any = None, verbose: bool = False,
                    force_reinit: bool = False) -> None:
+        """Initialise every parameter; ``init`` applies to those created without
+        an initializer (see :meth:`Parameter.initialize`)."""
+        _initializer_arg("init", init)
+        _bool_arg("verbose", verbose)
+        force_reinit = _bool_arg("force_reinit", force_reinit)
         for param in self.values():
             param.initialize(None, ctx, init, force_reinit)
 
@@ -424,6 +502,10 @@ class ParameterDict(dict):
             param.zero_grad()
 
     def setattr(self, name: str, value: Any) -> None:
+        """Set attribute ``name`` (only ``"grad_req"`` here, the attribute whose setter
+        checks its value) to ``value`` on every parameter; a bad value changes none."""
+        _choice_arg("name", name, self.SETTABLE)
+        _choice_arg("grad_req", value, GRAD_REQS)  # checked before any parameter changes
         for param in self.values():
             setattr(param, name, value)
 
@@ -468,7 +550,7 @@ class _ConvTranspose:
         if prefix is not None and not isinstance(prefix, str):
             raise _type_error("prefix", "a string or None", prefix)
         self._channels = _int_arg("channels", channels, minimum=1)
-        self._in_channels = in_channels = _int_arg("in_channels", in_channels)
+        in_channels = _int_arg("in_channels", in_channels)  # 0: from the first batch
         self._kwargs = {
             "kernel": _tuple_arg("kernel_size", kernel_size, ndim, minimum=1),
             "stride": _tuple_arg("strides", strides, ndim, minimum=1),
@@ -502,6 +584,11 @@ class _ConvTranspose:
         return ((in_channels, self._channels // self._kwargs["num_group"])
                 + self._kwargs["kernel"])
 
+    @property
+    def _in_channels(self) -> int:
+        """0 until the first batch or a loaded weight gives it."""
+        return self.weight.shape[0]
+
     # -- MXNet Block API --------------------------------------------------------
     @property
     def name(self) -> str:
@@ -515,7 +602,13 @@ class _ConvTranspose:
 
     def collect_params(self, select: Optional[str] = None) -> ParameterDict:
         """The parameters by full name; ``select`` is a regular expression on it."""
-        pattern = re.compile(select) if select else None
+        if select is not None and not isinstance(select, str):
+            raise _type_error("select", "a regular expression (str) or None", select)
+        try:
+            pattern = re.compile(select) if select else None
+        except re.error as err:
+            raise MXNetError(f"select must be a regular expression, got {select!r}: "
+                             f"{err}") from err
         return ParameterDict((p.name, p) for p in self._structural().values()
                              if pattern is None or pattern.match(p.name))
 
@@ -532,8 +625,11 @@ class _ConvTranspose:
 
     def hybridize(self, active: bool = True, **kwargs: Any) -> None:
         """Accepted for MXNet compatibility; every call is imperative anyway."""
+        _bool_arg("active", active)
 
     def cast(self, dtype: Any) -> None:
+        """Cast every parameter to ``dtype`` (see :meth:`Parameter.cast`)."""
+        dtype = _dtype_arg("dtype", dtype)
         for param in self._structural().values():
             param.cast(dtype)
 
@@ -580,8 +676,6 @@ class _ConvTranspose:
                         "cast_dtype=True to cast the dtype of saved params.")
                 if dtype_source == "saved":
                     param.dtype = values.dtype
-            if key == "weight" and not param.shape_known:
-                self._in_channels = int(values.shape[0])
             param.set_data(values)
         extra = sorted(set(loaded) - used)
         if extra and not ignore_extra:
@@ -597,14 +691,9 @@ class _ConvTranspose:
         if not isinstance(x, NDArray):
             x = nd.array(x)
         if self.weight._data is None and self.weight._deferred is not None:
-            groups = self._kwargs["num_group"]
-            self.weight._finish_deferred_init(
-                (x.shape[1], self._channels // groups) + self._kwargs["kernel"])
-            self._in_channels = x.shape[1]
+            self.weight._install(self.weight._deferred_data(self._weight_shape(x.shape[1])))
         weight = self.weight.data()
         if self.bias is not None:
-            if self.bias._data is None and self.bias._deferred is not None:
-                self.bias._finish_deferred_init(self.bias.shape)
             out = nd.Deconvolution(x, weight, self.bias.data(), **self._kwargs)
         else:
             out = nd.Deconvolution(x, weight, **self._kwargs)

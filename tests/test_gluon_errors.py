@@ -1,19 +1,64 @@
-"""mxdeconv.gluon against bad input: every constructor argument.
+"""mxdeconv.gluon against bad input: every constructor argument, the Parameter and
+ParameterDict methods.
 
 As everywhere in mxdeconv (tests/test_errors.py), a bad value raises MXNetError
 and a value of the wrong Python type TypeError, whose message names the
-argument, what it accepts and what it got.
+argument, what it accepts and what it got; and nothing is half-done: after an
+error every parameter holds exactly the NDArray, values, shape and dtype it held
+before.
 """
 import re
 
 import numpy as np
 import pytest
+from numpy.testing import assert_array_equal
 
-from mxdeconv import MXNetError, gluon
+from mxdeconv import MXNetError, gluon, nd
 
 MAX = 2**31 - 1
 INT_RANGE = re.escape(f"must be an int in [1, {MAX}]")
 CLASSES = {1: gluon.Conv1DTranspose, 2: gluon.Conv2DTranspose, 3: gluon.Conv3DTranspose}
+
+
+# -- helpers ---------------------------------------------------------------------------
+def state(layer):
+    """What a failed call must not change: per parameter its NDArray object, a copy
+    of its values, its shape, dtype, pending deferred initializer and grad_req."""
+    return {key: (param._data, None if param._data is None else param._data.asnumpy().copy(),
+                  param.shape, param.dtype, param._deferred, param.grad_req)
+            for key, param in layer._structural().items()}
+
+
+def assert_same_state(layer, before):
+    after = state(layer)
+    assert after.keys() == before.keys()
+    for key, (data, values, shape, dtype, deferred, grad_req) in before.items():
+        now = after[key]
+        assert now[0] is data, f"{key}: another NDArray"
+        assert now[2:] == (shape, dtype, deferred, grad_req), f"{key}: shape/dtype/init changed"
+        if values is None:
+            assert now[1] is None
+        else:
+            assert now[1].dtype == values.dtype
+            assert_array_equal(now[1], values, err_msg=f"{key}: values changed")
+
+
+def initialised_layer(seed=0, **kwargs):
+    """Conv2DTranspose(4, 3, groups=2, in_channels=4): weight (4, 2, 3, 3), bias (4,),
+    both random (the bias too, so that a replaced bias shows)."""
+    layer = gluon.Conv2DTranspose(4, 3, groups=2, **dict(dict(in_channels=4), **kwargs))
+    np.random.seed(seed)
+    layer.initialize(gluon.Uniform(1.0))
+    if layer.bias is not None:
+        layer.bias.set_data(np.random.uniform(-1, 1, layer.bias.shape))
+    return layer
+
+
+W_SHAPE, B_SHAPE = (4, 2, 3, 3), (4,)
+
+
+def good(shape, dtype=np.float32, value=0.5):
+    return np.full(shape, value, dtype)
 
 
 # -- constructor -----------------------------------------------------------------------
@@ -187,3 +232,137 @@ def test_a_failed_constructor_does_not_take_a_name():
         gluon.Conv2DTranspose(2, 3.5)
     after = gluon.Conv2DTranspose(2, 3).prefix
     assert int(after[4:-1]) == int(before[4:-1]) + 1
+
+
+# -- Parameter and ParameterDict ---------------------------------------------------------
+PARAMETER_ERRORS = {
+    "name": (dict(name=3), TypeError, r"name must be a string, got 3 of type int"),
+    "shape_float": (dict(shape=(2, 2.5)), TypeError,
+                    r"shape\[1\] must be an int, got 2.5 of type float"),
+    "shape_negative": (dict(shape=(2, -1)), MXNetError,
+                       re.escape(f"shape[1] must be an int in [0, {MAX}], got shape[1]=-1")),
+    "shape_string": (dict(shape="22"), TypeError,
+                     r"shape must be an int or a tuple of ints, got '22' of type str"),
+    "dtype_int": (dict(dtype="int32"), TypeError,
+                  r"dtype must be a dtype, one of \[.*'float32'.*\], got 'int32' of type str"),
+    "dtype_none": (dict(dtype=None), TypeError,
+                   r"dtype must be a dtype, one of \[.*\], got None of type NoneType"),
+    "dtype_unknown": (dict(dtype="float33"), TypeError,
+                      r"dtype must be a dtype, one of \[.*\], got 'float33' of type str"),
+    "init": (dict(init=3), TypeError,
+             r"init must be an Initializer or one of \[.*\], got 3 of type int"),
+    "grad_req_value": (dict(grad_req="sometimes"), MXNetError,
+                       r"grad_req must be one of \('write', 'add', 'null'\), got 'sometimes'"),
+    "grad_req_type": (dict(grad_req=None), TypeError,
+                      r"grad_req must be one of \('write', 'add', 'null'\), "
+                      r"got None of type NoneType"),
+    "allow_deferred_init": (dict(allow_deferred_init="no"), TypeError,
+                            r"allow_deferred_init must be a bool .*, got 'no' of type str"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PARAMETER_ERRORS))
+def test_parameter_constructor_error(name):
+    change, error, pattern = PARAMETER_ERRORS[name]
+    with pytest.raises(error) as info:
+        gluon.Parameter(**dict(dict(name="w", shape=(2, 3)), **change))
+    assert re.fullmatch(pattern, str(info.value)), str(info.value)
+
+
+def test_parameter_shape_accepts_an_int_as_mxnet():
+    assert gluon.Parameter("b", shape=np.int64(4)).shape == (4,)
+
+
+# Each case: a call on initialised_layer() that must fail and change nothing.
+METHOD_ERRORS = {
+    "set_data_shape": (lambda l: l.weight.set_data(np.zeros((4, 2, 3, 2))), MXNetError,
+                       r"Parameter 'conv\d+_weight' has shape \(4, 2, 3, 3\), "
+                       r"cannot set data of shape \(4, 2, 3, 2\)"),
+    "set_data_scalar": (lambda l: l.bias.set_data(np.float32(1)), MXNetError,
+                        r"Parameter 'conv\d+_bias' has shape \(4,\), "
+                        r"cannot set data of shape \(\)"),
+    "set_data_string": (lambda l: l.bias.set_data("1234"), TypeError,
+                        r"value must be an NDArray, a NumPy array or a nested list of numbers, "
+                        r"got '1234' of type str"),
+    "set_data_none": (lambda l: l.bias.set_data(None), TypeError,
+                      r"value must be an NDArray, .*, got None of type NoneType"),
+    "set_data_string_array": (lambda l: l.bias.set_data(np.array(["1", "2", "3", "4"])),
+                              TypeError, r"value must hold real numbers \(an integer or "
+                              r"floating-point dtype\), got dtype <U1"),
+    "set_data_complex": (lambda l: l.bias.set_data(np.ones(4, np.complex64)), TypeError,
+                         r"value must hold real numbers .*, got dtype complex64"),
+    "set_data_object": (lambda l: l.bias.set_data([1, 2, 3, None]), TypeError,
+                        r"value must hold real numbers .*, got dtype object"),
+    "set_data_bool": (lambda l: l.bias.set_data(np.ones(4, bool)), TypeError,
+                      r"value must hold real numbers .*, got dtype bool"),
+    "set_data_ragged": (lambda l: l.bias.set_data([1, 2, [3], 4]), MXNetError,
+                        r"value must be a nested list of numbers of one shape, "
+                        r"got \[1, 2, \[3\], 4\]"),
+    "param_cast_int": (lambda l: l.weight.cast("int64"), TypeError,
+                       r"dtype must be a dtype, one of \[.*\], got 'int64' of type str"),
+    "layer_cast_none": (lambda l: l.cast(None), TypeError,
+                        r"dtype must be a dtype, one of \[.*\], got None of type NoneType"),
+    "layer_cast_unknown": (lambda l: l.cast("float24"), TypeError,
+                           r"dtype must be a dtype, one of \[.*\], got 'float24' of type str"),
+    "layer_cast_complex": (lambda l: l.cast(np.complex64), TypeError,
+                           r"dtype must be a dtype, .*, "
+                           r"got <class 'numpy.complex64'> of type type"),
+    "grad_req_value": (lambda l: setattr(l.weight, "grad_req", "always"), MXNetError,
+                       r"grad_req must be one of \('write', 'add', 'null'\), got 'always'"),
+    "grad_req_type": (lambda l: setattr(l.bias, "grad_req", True), TypeError,
+                      r"grad_req must be one of \('write', 'add', 'null'\), got True of type bool"),
+    "setattr_grad_req": (lambda l: l.collect_params().setattr("grad_req", "accumulate"),
+                         MXNetError, r"grad_req must be one of \('write', 'add', 'null'\), "
+                                     r"got 'accumulate'"),
+    "setattr_other_attribute": (lambda l: l.collect_params().setattr("dtype", "float64"),
+                                MXNetError, r"name must be one of \('grad_req',\), got 'dtype'"),
+    "setattr_name_type": (lambda l: l.collect_params().setattr(None, "add"), TypeError,
+                          r"name must be one of \('grad_req',\), got None of type NoneType"),
+    "initialize_init_type": (lambda l: l.initialize(init=1.0, force_reinit=True), TypeError,
+                             r"init must be an Initializer or one of \[.*\], "
+                             r"got 1.0 of type float"),
+    "initialize_init_unknown": (lambda l: l.initialize(init="he", force_reinit=True), MXNetError,
+                                r"unknown initializer: init must be an Initializer or one of "
+                                r"\[.*\], got 'he'"),
+    "initialize_force_reinit": (lambda l: l.initialize(force_reinit="yes"), TypeError,
+                                r"force_reinit must be a bool \(True, False, 0 or 1\), "
+                                r"got 'yes' of type str"),
+    "param_initialize_default_init": (
+        lambda l: l.weight.initialize(default_init=[1], force_reinit=True), TypeError,
+        r"default_init must be an Initializer or one of \[.*\], got \[1\] of type list"),
+    "collect_params_regex": (lambda l: l.collect_params("conv(0"), MXNetError,
+                             r"select must be a regular expression, got 'conv\(0': .*"),
+    "collect_params_type": (lambda l: l.collect_params(3), TypeError,
+                            r"select must be a regular expression \(str\) or None, "
+                            r"got 3 of type int"),
+    "hybridize_active": (lambda l: l.hybridize("no"), TypeError,
+                         r"active must be a bool \(True, False, 0 or 1\), got 'no' of type str"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(METHOD_ERRORS))
+def test_method_error_changes_nothing(name):
+    call, error, pattern = METHOD_ERRORS[name]
+    layer = initialised_layer()
+    layer.bias.grad_req = "add"
+    before = state(layer)
+    with pytest.raises(error) as info:
+        call(layer)
+    assert re.fullmatch(pattern, str(info.value)), str(info.value)
+    assert_same_state(layer, before)
+
+
+def test_set_data_casts_numbers_as_mxnet_and_completes_a_deferred_shape():
+    layer = gluon.Conv2DTranspose(4, 3, groups=2)
+    layer.initialize()
+    layer.bias.set_data([1, 2, 3, 4])                       # ints: cast to float32
+    assert layer.bias.data().asnumpy().tolist() == [1.0, 2.0, 3.0, 4.0]
+    assert layer.bias.data().dtype == np.float32
+    before = state(layer)
+    with pytest.raises(MXNetError, match=r"has shape \(0, 2, 3, 3\) \(0: not known yet\), "
+                                         r"cannot set data of shape \(0, 2, 3, 3\)"):
+        layer.weight.set_data(np.zeros((0, 2, 3, 3), np.float32))
+    assert_same_state(layer, before)
+    layer.weight.set_data(np.ones((6, 2, 3, 3)))
+    assert layer.weight.shape == (6, 2, 3, 3) and layer._in_channels == 6
+    assert layer(nd.ones((1, 6, 2, 2))).shape == (1, 4, 4, 4)
