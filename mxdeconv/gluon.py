@@ -38,8 +38,11 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 import re
 import threading
+import zipfile
+from collections import Counter
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
@@ -128,6 +131,14 @@ def _dtype_arg(name: str, value: Any) -> np.dtype:
     if dtype not in PARAM_DTYPES:
         raise _type_error(name, expected, value)
     return dtype
+
+
+def _path_arg(name: str, value: Any) -> str:
+    """A file name: a ``str`` or an ``os.PathLike`` giving one."""
+    path = os.fspath(value) if isinstance(value, os.PathLike) else value
+    if not isinstance(path, str):
+        raise _type_error(name, "a path (str or os.PathLike)", value)
+    return path
 
 
 def _values_arg(name: str, value: Any) -> np.ndarray:
@@ -524,12 +535,100 @@ def _auto_prefix(base: str) -> str:
     return f"{base}{count}_"
 
 
+class _NpzArchive:
+    """The arrays of an ``.npz`` file, read from untrusted bytes: the names and
+    each ``.npy`` header first, an array's data only when asked for.  Anything
+    wrong with the file raises :class:`MXNetError` naming it.
+
+    zipfile and ``numpy.lib.format`` raise many types for a corrupt file
+    (BadZipFile, EOFError, ValueError, zlib.error, NotImplementedError,
+    RecursionError...), so the few calls that parse the file catch ``Exception``.
+    """
+
+    _HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0,
+                       (2, 0): np.lib.format.read_array_header_2_0}
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        try:
+            self._zip = zipfile.ZipFile(path)
+            names = self._zip.namelist()
+        except OSError as err:
+            raise MXNetError(f"cannot read filename={path!r}: {err}") from err
+        except Exception as err:
+            raise MXNetError(f"filename={path!r} must be an .npz archive of NumPy arrays "
+                             f"(as np.savez writes), got {self._what_it_is()}") from err
+        repeated = sorted(name for name, count in Counter(names).items() if count > 1)
+        others = [name for name in names if not name.endswith(".npy")]
+        if repeated or others:
+            self._zip.close()
+            raise MXNetError(f"filename={path!r} must be an .npz archive of NumPy arrays, each "
+                             "stored once as '<key>.npy', got an archive with "
+                             + (f"repeated members {repeated}" if repeated
+                                else f"other members {others[:5]}"))
+        self.keys = [name[:-len(".npy")] for name in names]
+
+    def _what_it_is(self) -> str:
+        try:
+            with open(self.path, "rb") as handle:
+                magic = handle.read(6)
+        except OSError:
+            magic = b""
+        if magic == b"\x93NUMPY":
+            return ("a .npy file (one array); save the parameters with "
+                    "np.savez(path, weight=..., bias=...)")
+        return "a file that is not a zip archive"
+
+    def _error(self, key: str, err: Exception) -> MXNetError:
+        return MXNetError(f"cannot read array '{key}' of filename={self.path!r}: "
+                          f"{type(err).__name__}: {err}")
+
+    def header(self, key: str) -> Tuple[Tuple[int, ...], np.dtype]:
+        """The shape and dtype of array ``key``, read without its data."""
+        member = key + ".npy"
+        try:
+            with self._zip.open(member) as handle:
+                version = np.lib.format.read_magic(handle)
+                if version not in self._HEADER_READERS:
+                    raise ValueError(f".npy format version {version} is not supported")
+                shape, _, dtype = self._HEADER_READERS[version](handle)
+                header_size = handle.tell()
+        except Exception as err:
+            raise self._error(key, err) from err
+        stored = self._zip.getinfo(member).file_size - header_size
+        needed = math.prod(shape) * dtype.itemsize
+        if needed > stored:  # refused before allocating what the header asks for
+            raise MXNetError(f"cannot read array '{key}' of filename={self.path!r}: its "
+                             f"header says shape {shape} and dtype {dtype}, {needed} bytes, "
+                             f"but the archive holds {stored}")
+        return shape, dtype
+
+    def read(self, key: str, shape: Tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """Array ``key``, whose :meth:`header` said ``shape`` and ``dtype`` (never unpickled)."""
+        try:
+            with self._zip.open(key + ".npy") as handle:
+                values = np.lib.format.read_array(handle, allow_pickle=False)
+        except Exception as err:
+            raise self._error(key, err) from err
+        if values.shape != shape or values.dtype != dtype:
+            raise MXNetError(f"cannot read array '{key}' of filename={self.path!r}: it changed "
+                             "while it was read")
+        return values
+
+    def __enter__(self) -> "_NpzArchive":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self._zip.close()
+
+
 class _ConvTranspose:
     """Shared implementation of the transposed-convolution layers.
 
     The constructor checks every argument (type, range, tuple length, and what
     MXNet's shape inference rejects when the layer is built) before it creates
-    anything.
+    anything.  Methods check theirs before changing anything: after an error
+    the parameters hold what they held before.
     """
 
     _ndim = 2
@@ -636,9 +735,14 @@ class _ConvTranspose:
     def save_parameters(self, filename: str, deduplicate: bool = False) -> None:
         """Save ``weight`` and ``bias`` to ``filename`` (a ``.npz`` archive, written
         under exactly that name)."""
+        path = _path_arg("filename", filename)
+        _bool_arg("deduplicate", deduplicate)
         arrays = {key: p.data().asnumpy() for key, p in self._structural().items()}
-        with open(filename, "wb") as handle:
-            np.savez(handle, **arrays)
+        try:
+            with open(path, "wb") as handle:
+                np.savez(handle, **arrays)
+        except OSError as err:
+            raise MXNetError(f"cannot write filename={path!r}: {err}") from err
 
     def load_parameters(self, filename: str, ctx: Any = None, allow_missing: bool = False,
                         ignore_extra: bool = False, cast_dtype: bool = False,
@@ -651,36 +755,81 @@ class _ConvTranspose:
         a dtype other than the parameter's is refused unless ``cast_dtype=True``
         (``dtype_source="saved"`` then adopts the file's dtype); an unknown
         ``in_channels`` is taken from the saved weight.
+
+        All or nothing: the names, shapes and dtypes of every array are checked
+        and the arrays converted before any parameter changes, so after an error
+        the layer holds what it held before.  The file is untrusted: it is never
+        unpickled, and a file that is not an ``.npz`` archive of numeric arrays
+        (a ``.npy`` file, object arrays, corrupt bytes) raises :class:`MXNetError`.
         """
-        with np.load(filename, allow_pickle=False) as archive:
-            loaded = {key: archive[key] for key in archive.files}
-        used = set()
-        for key, param in self._structural().items():
-            matches = [k for k in loaded if k == key] or \
-                [k for k in loaded if k.endswith("_" + key)]
-            if len(matches) > 1:
-                raise MXNetError(f"{filename}: several arrays could be '{key}': {matches}")
-            if not matches:
-                if allow_missing:
-                    continue
-                raise MXNetError(f"Parameter '{key}' is missing in file '{filename}', which "
-                                 f"contains {sorted(loaded)}. Set allow_missing=True to "
+        path = _path_arg("filename", filename)
+        allow_missing = _bool_arg("allow_missing", allow_missing)
+        ignore_extra = _bool_arg("ignore_extra", ignore_extra)
+        cast_dtype = _bool_arg("cast_dtype", cast_dtype)
+        dtype_source = _choice_arg("dtype_source", dtype_source, ("current", "saved"))
+        params = self._structural()
+        staged = []
+        with _NpzArchive(path) as archive:
+            for key, saved_key in self._match_saved(archive.keys, path, allow_missing,
+                                                    ignore_extra).items():
+                param = params[key]
+                where = (f"Failed loading Parameter '{param.name}' from array "
+                         f"'{saved_key}' of '{path}'")
+                shape, saved_dtype = archive.header(saved_key)
+                dtype = self._loaded_dtype(param, saved_dtype, where, cast_dtype, dtype_source)
+                self._check_loaded_shape(param, shape, where)
+                values = archive.read(saved_key, shape, saved_dtype)
+                staged.append((param, param._new_data(values, dtype)))
+        for param, data in staged:
+            param._install(data)
+
+    def _match_saved(self, saved_keys: Sequence[str], path: str, allow_missing: bool,
+                     ignore_extra: bool) -> Dict[str, str]:
+        """``{parameter key: saved key}``: ``weight`` is saved as ``weight`` or ``*_weight``."""
+        matched = {}
+        for key in self._structural():
+            candidates = ([k for k in saved_keys if k == key]
+                          or [k for k in saved_keys if k.endswith("_" + key)])
+            if len(candidates) > 1:
+                raise MXNetError(f"{path}: several arrays could be '{key}': {candidates}")
+            if candidates:
+                matched[key] = candidates[0]
+            elif not allow_missing:
+                raise MXNetError(f"Parameter '{key}' is missing in file '{path}', which "
+                                 f"contains {sorted(saved_keys)}. Set allow_missing=True to "
                                  "ignore missing parameters.")
-            values = loaded[matches[0]]
-            used.add(matches[0])
-            if values.dtype != param.dtype:
-                if not cast_dtype:
-                    raise MXNetError(
-                        f"Failed loading Parameter '{param.name}' from saved params: dtype "
-                        f"incompatible expected {param.dtype} vs saved {values.dtype}. Set "
-                        "cast_dtype=True to cast the dtype of saved params.")
-                if dtype_source == "saved":
-                    param.dtype = values.dtype
-            param.set_data(values)
-        extra = sorted(set(loaded) - used)
+        extra = sorted(set(saved_keys) - set(matched.values()))
         if extra and not ignore_extra:
-            raise MXNetError(f"Parameters {extra} in file '{filename}' are not in the layer. "
+            raise MXNetError(f"Parameters {extra} in file '{path}' are not in the layer. "
                              "Set ignore_extra=True to ignore them.")
+        return matched
+
+    @staticmethod
+    def _loaded_dtype(param: Parameter, saved: np.dtype, where: str, cast_dtype: bool,
+                      dtype_source: str) -> np.dtype:
+        """The dtype the saved array gets, as MXNet's ``cast_dtype``/``dtype_source`` say."""
+        if saved.hasobject or not _is_real(saved):
+            raise MXNetError(f"{where}: it must hold real numbers (an integer or "
+                             f"floating-point dtype), got dtype {saved}")
+        saved = saved.newbyteorder("=")  # the same numbers in this machine's byte order
+        if saved == param.dtype:
+            return param.dtype
+        if not cast_dtype:
+            raise MXNetError(f"{where}: dtype incompatible expected {param.dtype} vs saved "
+                             f"{saved}. Set cast_dtype=True to cast the dtype of saved params.")
+        if dtype_source == "current":
+            return param.dtype
+        if saved not in PARAM_DTYPES:
+            raise MXNetError(f"{where}: dtype_source='saved' would make it {saved}, but a "
+                             f"parameter's dtype must be one of {[str(d) for d in PARAM_DTYPES]}")
+        return saved
+
+    def _check_loaded_shape(self, param: Parameter, shape: Tuple[int, ...], where: str) -> None:
+        if not param._fits(shape):
+            raise MXNetError(f"{where}: shape incompatible expected {param._shape_text()} "
+                             f"vs saved {shape}")
+        if param is self.weight:
+            self._check_divisible("in_channels", shape[0], f"{where}: ")
 
     # -- forward ------------------------------------------------------------------
     def __call__(self, x: Any) -> NDArray:

@@ -1,5 +1,5 @@
 """mxdeconv.gluon against bad input: every constructor argument, the Parameter and
-ParameterDict methods.
+ParameterDict methods, load_parameters.
 
 As everywhere in mxdeconv (tests/test_errors.py), a bad value raises MXNetError
 and a value of the wrong Python type TypeError, whose message names the
@@ -7,7 +7,10 @@ argument, what it accepts and what it got; and nothing is half-done: after an
 error every parameter holds exactly the NDArray, values, shape and dtype it held
 before.
 """
+import io
 import re
+import warnings
+import zipfile
 
 import numpy as np
 import pytest
@@ -337,6 +340,11 @@ METHOD_ERRORS = {
                             r"got 3 of type int"),
     "hybridize_active": (lambda l: l.hybridize("no"), TypeError,
                          r"active must be a bool \(True, False, 0 or 1\), got 'no' of type str"),
+    "save_filename_type": (lambda l: l.save_parameters(3), TypeError,
+                           r"filename must be a path \(str or os.PathLike\), got 3 of type int"),
+    "save_missing_folder": (lambda l: l.save_parameters("/nonexistent-mxdeconv/x.npz"),
+                            MXNetError, r"cannot write filename='/nonexistent-mxdeconv/x.npz': "
+                                        r".*No such file or directory.*"),
 }
 
 
@@ -366,3 +374,205 @@ def test_set_data_casts_numbers_as_mxnet_and_completes_a_deferred_shape():
     layer.weight.set_data(np.ones((6, 2, 3, 3)))
     assert layer.weight.shape == (6, 2, 3, 3) and layer._in_channels == 6
     assert layer(nd.ones((1, 6, 2, 2))).shape == (1, 4, 4, 4)
+
+
+# -- load_parameters: all or nothing ----------------------------------------------------------
+def npz(path, **arrays):
+    np.savez(path, **arrays)
+    return str(path)
+
+
+def write_zip(path, members):
+    with zipfile.ZipFile(path, "w") as archive, warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # a repeated member name, on purpose
+        for name, data in members:
+            archive.writestr(name, data)
+    return str(path)
+
+
+def npy_bytes(array):
+    buffer = io.BytesIO()
+    np.lib.format.write_array(buffer, array)
+    return buffer.getvalue()
+
+
+def lying_header(shape):
+    buffer = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        buffer, {"descr": "<f4", "fortran_order": False, "shape": shape})
+    return buffer.getvalue() + bytes(64)
+
+
+# Each case: (file maker, load keywords, error, message pattern).  The weight is
+# always valid (and different from the layer's) where the file has one, so an
+# implementation that assigns as it goes changes the weight before it fails.
+LOAD_ERRORS = {
+    "bias_shape": (lambda p: npz(p, weight=good(W_SHAPE), bias=good((3,))), {}, MXNetError,
+                   r"Failed loading Parameter 'conv\d+_bias' from array 'bias' of '.*': shape "
+                   r"incompatible expected \(4,\) vs saved \(3,\)"),
+    "bias_missing": (lambda p: npz(p, weight=good(W_SHAPE)), {}, MXNetError,
+                     r"Parameter 'bias' is missing in file '.*', which contains \['weight'\]. "
+                     r"Set allow_missing=True to ignore missing parameters."),
+    "extra_key": (lambda p: npz(p, weight=good(W_SHAPE), bias=good(B_SHAPE), other=good(1)), {},
+                  MXNetError, r"Parameters \['other'\] in file '.*' are not in the layer. "
+                              r"Set ignore_extra=True to ignore them."),
+    "int64_dtype_source_saved": (
+        lambda p: npz(p, weight=good(W_SHAPE, np.int64), bias=good(B_SHAPE, np.int64)),
+        dict(cast_dtype=True, dtype_source="saved"), MXNetError,
+        r"Failed loading Parameter 'conv\d+_weight' from array 'weight' of '.*': "
+        r"dtype_source='saved' would make it int64, but a parameter's dtype must be one of "
+        r"\['float16', 'float32', 'float64'.*\]"),
+    "int64_bias_dtype_source_saved": (
+        lambda p: npz(p, weight=good(W_SHAPE), bias=good(B_SHAPE, np.int64)),
+        dict(cast_dtype=True, dtype_source="saved"), MXNetError,
+        r"Failed loading Parameter 'conv\d+_bias' .*: dtype_source='saved' would make it int64.*"),
+    "bias_dtype_without_cast": (lambda p: npz(p, weight=good(W_SHAPE),
+                                              bias=good(B_SHAPE, np.float64)), {}, MXNetError,
+                                r"Failed loading Parameter 'conv\d+_bias' .*: dtype incompatible "
+                                r"expected float32 vs saved float64. Set cast_dtype=True to cast "
+                                r"the dtype of saved params."),
+    "bias_ambiguous": (lambda p: npz(p, weight=good(W_SHAPE), a_bias=good(B_SHAPE),
+                                     b_bias=good(B_SHAPE)), {}, MXNetError,
+                       r".*: several arrays could be 'bias': \['a_bias', 'b_bias'\]"),
+    "bias_complex": (lambda p: npz(p, weight=good(W_SHAPE), bias=good(B_SHAPE, np.complex64)),
+                     dict(cast_dtype=True), MXNetError,
+                     r"Failed loading Parameter 'conv\d+_bias' .*: it must hold real numbers "
+                     r"\(an integer or floating-point dtype\), got dtype complex64"),
+    "bias_object_pickled": (lambda p: npz(p, weight=good(W_SHAPE),
+                                          bias=np.array([1, 2, 3, "4"], dtype=object)),
+                            dict(cast_dtype=True), MXNetError,
+                            r"Failed loading Parameter 'conv\d+_bias' .*: it must hold real "
+                            r"numbers .*, got dtype object"),
+    "bias_strings": (lambda p: npz(p, weight=good(W_SHAPE), bias=np.array(["1", "2", "3", "4"])),
+                     dict(cast_dtype=True), MXNetError,
+                     r"Failed loading Parameter 'conv\d+_bias' .*got dtype <U1"),
+    "weight_0d": (lambda p: npz(p, weight=np.float32(1), bias=good(B_SHAPE)), {}, MXNetError,
+                  r"Failed loading Parameter 'conv\d+_weight' .*: shape incompatible expected "
+                  r"\(4, 2, 3, 3\) vs saved \(\)"),
+    "npy_file": (lambda p: np.save(p.with_suffix(".npy"), good(W_SHAPE))
+                 or str(p.with_suffix(".npy")), {}, MXNetError,
+                 r"filename='.*\.npy' must be an .npz archive of NumPy arrays \(as np.savez "
+                 r"writes\), got a .npy file \(one array\); save the parameters with "
+                 r"np.savez\(path, weight=..., bias=...\)"),
+    "garbage": (lambda p: p.write_bytes(b"\x00garbage" * 50) and str(p), {}, MXNetError,
+                r"filename='.*' must be an .npz archive of NumPy arrays \(as np.savez writes\), "
+                r"got a file that is not a zip archive"),
+    "empty_file": (lambda p: p.write_bytes(b"") is not None and str(p), {}, MXNetError,
+                   r"filename='.*' must be an .npz archive .*not a zip archive"),
+    "truncated_npz": (lambda p: p.write_bytes(
+        (lambda data: data[:len(data) // 2])(open(npz(p, weight=good(W_SHAPE),
+                                                      bias=good(B_SHAPE)), "rb").read()))
+        and str(p), {}, MXNetError, r"filename='.*' must be an .npz archive .*"),
+    "member_not_npy": (lambda p: write_zip(p, [("weight.npy", npy_bytes(good(W_SHAPE))),
+                                               ("bias", b"1234")]), {}, MXNetError,
+                       r"filename='.*' must be an .npz archive of NumPy arrays, each stored once "
+                       r"as '<key>.npy', got an archive with other members \['bias'\]"),
+    "member_repeated": (lambda p: write_zip(p, [("weight.npy", npy_bytes(good(W_SHAPE))),
+                                                ("bias.npy", npy_bytes(good(B_SHAPE))),
+                                                ("bias.npy", npy_bytes(good(B_SHAPE)))]),
+                        {}, MXNetError, r".*got an archive with repeated members \['bias.npy'\]"),
+    "bias_not_npy_data": (lambda p: write_zip(p, [("weight.npy", npy_bytes(good(W_SHAPE))),
+                                                  ("bias.npy", b"not an array")]), {}, MXNetError,
+                          r"cannot read array 'bias' of filename='.*': ValueError: .*"),
+    "bias_header_lies": (lambda p: write_zip(p, [("weight.npy", npy_bytes(good(W_SHAPE))),
+                                                 ("bias.npy", lying_header((2**40,)))]),
+                         {}, MXNetError,
+                         r"cannot read array 'bias' of filename='.*': its header says shape "
+                         rf"\({2**40},\) and dtype float32, {4 * 2**40} bytes, but the archive "
+                         r"holds 64"),
+    "bias_data_truncated": (lambda p: write_zip(p, [("weight.npy", npy_bytes(good(W_SHAPE))),
+                                                    ("bias.npy", npy_bytes(good(B_SHAPE))[:-4])]),
+                            {}, MXNetError, r"cannot read array 'bias' of filename='.*': .*"),
+    "missing_file": (lambda p: str(p.parent / "nothing-here.npz"), {}, MXNetError,
+                     r"cannot read filename='.*nothing-here.npz': .*No such file or directory.*"),
+    "folder": (lambda p: str(p.parent), {}, MXNetError, r"cannot read filename='.*': .*"),
+    "filename_type": (lambda p: 3, {}, TypeError,
+                      r"filename must be a path \(str or os.PathLike\), got 3 of type int"),
+    "allow_missing_type": (lambda p: npz(p, weight=good(W_SHAPE)), dict(allow_missing="yes"),
+                           TypeError, r"allow_missing must be a bool \(True, False, 0 or 1\), "
+                                      r"got 'yes' of type str"),
+    "cast_dtype_type": (lambda p: npz(p, weight=good(W_SHAPE), bias=good(B_SHAPE)),
+                        dict(cast_dtype=2), TypeError, r"cast_dtype must be a bool .*, got 2 .*"),
+    "dtype_source_value": (lambda p: npz(p, weight=good(W_SHAPE), bias=good(B_SHAPE)),
+                           dict(cast_dtype=True, dtype_source="file"), MXNetError,
+                           r"dtype_source must be one of \('current', 'saved'\), got 'file'"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LOAD_ERRORS))
+def test_failed_load_changes_nothing(name, tmp_path):
+    make, kwargs, error, pattern = LOAD_ERRORS[name]
+    layer = initialised_layer()
+    before = state(layer)
+    filename = make(tmp_path / "params.npz")
+    with pytest.raises(error) as info:
+        layer.load_parameters(filename, **kwargs)
+    assert re.fullmatch(pattern, str(info.value), re.DOTALL), str(info.value)
+    assert_same_state(layer, before)
+    # and the layer still loads a good file
+    layer.load_parameters(npz(tmp_path / "good.npz", weight=good(W_SHAPE, value=2.0),
+                              bias=good(B_SHAPE, value=3.0)))
+    assert (layer.weight.data().asnumpy() == 2).all() and (layer.bias.data().asnumpy() == 3).all()
+
+
+DEFERRED_LOAD_ERRORS = {
+    "weight_0d": (dict(weight=np.float32(1), bias=good(B_SHAPE)),
+                  r"Failed loading Parameter 'conv\d+_weight' from array 'weight' of '.*': shape "
+                  r"incompatible expected \(0, 2, 3, 3\) \(0: not known yet\) vs saved \(\)"),
+    "weight_empty_in_channels": (dict(weight=good((0, 2, 3, 3)), bias=good(B_SHAPE)),
+                                 r".*shape incompatible expected \(0, 2, 3, 3\) \(0: not known "
+                                 r"yet\) vs saved \(0, 2, 3, 3\)"),
+    "weight_in_channels_not_divisible": (dict(weight=good((3, 2, 3, 3)), bias=good(B_SHAPE)),
+                                         r"Failed loading Parameter 'conv\d+_weight' .*: "
+                                         r"in_channels=3 must be divisible by groups=2"),
+    "weight_kernel": (dict(weight=good((4, 2, 3, 2)), bias=good(B_SHAPE)),
+                      r".*shape incompatible expected \(0, 2, 3, 3\) \(0: not known yet\) "
+                      r"vs saved \(4, 2, 3, 2\)"),
+    "bias_shape": (dict(weight=good(W_SHAPE), bias=good((4, 1))),
+                   r".*'conv\d+_bias'.*shape incompatible expected \(4,\) vs saved \(4, 1\)"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DEFERRED_LOAD_ERRORS))
+def test_failed_load_into_a_deferred_layer_changes_nothing(name, tmp_path):
+    """in_channels unknown: the weight stays deferred, its shape (0, ...), and a
+    later batch still decides in_channels."""
+    arrays, pattern = DEFERRED_LOAD_ERRORS[name]
+    layer = gluon.Conv2DTranspose(4, 3, groups=2)
+    layer.initialize()
+    before = state(layer)
+    with pytest.raises(MXNetError) as info:
+        layer.load_parameters(npz(tmp_path / "p.npz", **arrays))
+    assert re.fullmatch(pattern, str(info.value)), str(info.value)
+    assert_same_state(layer, before)
+    assert layer(nd.ones((1, 6, 2, 2))).shape == (1, 4, 4, 4)
+    assert layer.weight.shape == (6, 2, 3, 3)
+
+
+def test_load_casts_and_adopts_dtypes_as_mxnet(tmp_path):
+    layer = initialised_layer()
+    weight = np.arange(72, dtype=np.int64).reshape(W_SHAPE)
+    layer.load_parameters(npz(tmp_path / "i.npz", weight=weight, bias=good(B_SHAPE, np.int16)),
+                          cast_dtype=True)                   # dtype_source="current"
+    assert layer.weight.data().dtype == np.float32
+    assert_array_equal(layer.weight.data().asnumpy(), weight)
+    layer.load_parameters(npz(tmp_path / "f64.npz", weight=good(W_SHAPE, np.float64),
+                              bias=good(B_SHAPE, np.float64)), cast_dtype=True,
+                          dtype_source="saved")
+    assert layer.weight.dtype == layer.bias.dtype == np.float64
+    assert layer.weight.data().dtype == np.float64
+    big_endian = npz(tmp_path / "be.npz", weight=good(W_SHAPE, ">f8", 4.0),
+                     bias=good(B_SHAPE, ">f8", 5.0))
+    layer.load_parameters(big_endian)                        # the same numbers: no cast needed
+    assert layer.weight.data().dtype == np.float64 and (layer.weight.data().asnumpy() == 4).all()
+
+
+def test_load_reads_only_the_arrays_it_uses(tmp_path):
+    """An extra array is never read, so a huge or corrupt one costs nothing with
+    ignore_extra=True."""
+    layer = initialised_layer()
+    filename = write_zip(tmp_path / "p.npz", [("weight.npy", npy_bytes(good(W_SHAPE))),
+                                              ("bias.npy", npy_bytes(good(B_SHAPE))),
+                                              ("huge.npy", lying_header((2**40, 2**20)))])
+    layer.load_parameters(filename, ignore_extra=True)
+    assert (layer.weight.data().asnumpy() == 0.5).all()
