@@ -836,19 +836,33 @@ class _ConvTranspose:
         return self.forward(x)
 
     def forward(self, x: Any) -> NDArray:
-        """Run ``nd.Deconvolution`` with the layer's parameters (and activation)."""
+        """Run ``nd.Deconvolution`` with the layer's parameters (and activation).
+
+        A deferred weight is initialised for ``x``'s channels, and kept only if
+        the call succeeds: a bad first batch leaves it deferred."""
         if not isinstance(x, NDArray):
             x = nd.array(x)
+        pending = None
         if self.weight._data is None and self.weight._deferred is not None:
-            self.weight._install(self.weight._deferred_data(self._weight_shape(x.shape[1])))
-        weight = self.weight.data()
+            pending = self.weight._deferred_data(self._weight_shape(self._data_channels(x)))
+        weight = self.weight.data() if pending is None else pending
         if self.bias is not None:
             out = nd.Deconvolution(x, weight, self.bias.data(), **self._kwargs)
         else:
             out = nd.Deconvolution(x, weight, **self._kwargs)
         if self._activation == "relu":
             out = elementwise.relu(out)
+        if pending is not None:
+            self.weight._install(pending)
         return out
+
+    def _data_channels(self, x: NDArray) -> int:
+        """``x``'s channels, checked as the weight's first dim before it is created."""
+        if x.ndim != self._ndim + 2 or x.shape[1] < 1:
+            raise MXNetError(f"data must have {self._ndim + 2} dimensions ({self._layout}) and "
+                             f"at least one channel, got data shape {x.shape}")
+        self._check_divisible("data channels", x.shape[1])
+        return x.shape[1]
 
     def __repr__(self) -> str:
         kw, ndim = self._kwargs, self._ndim

@@ -1,5 +1,5 @@
 """mxdeconv.gluon against bad input: every constructor argument, the Parameter and
-ParameterDict methods, load_parameters.
+ParameterDict methods, load_parameters and a deferred first forward.
 
 As everywhere in mxdeconv (tests/test_errors.py), a bad value raises MXNetError
 and a value of the wrong Python type TypeError, whose message names the
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_array_equal
 
-from mxdeconv import MXNetError, gluon, nd
+from mxdeconv import MXNetError, autograd, gluon, nd
 
 MAX = 2**31 - 1
 INT_RANGE = re.escape(f"must be an int in [1, {MAX}]")
@@ -576,3 +576,46 @@ def test_load_reads_only_the_arrays_it_uses(tmp_path):
                                               ("huge.npy", lying_header((2**40, 2**20)))])
     layer.load_parameters(filename, ignore_extra=True)
     assert (layer.weight.data().asnumpy() == 0.5).all()
+
+
+# -- forward: a bad first batch leaves a deferred weight deferred -----------------------------
+FIRST_BATCH_ERRORS = {
+    "channels_not_divisible": (nd.ones((1, 3, 4, 4)), MXNetError,
+                               r"data channels=3 must be divisible by groups=2"),
+    "rank": (nd.ones((4,)), MXNetError, r"data must have 4 dimensions \(NCHW\) and at least one "
+                                        r"channel, got data shape \(4,\)"),
+    "no_channels": (nd.ones((1, 0, 4, 4)), MXNetError, r"data must have 4 dimensions .*"),
+    "dtype": (nd.ones((1, 4, 4, 4), dtype="float64"), MXNetError,
+              r"weight dtype mismatch: expected float64, got float32"),
+    "spatial_empty": (nd.ones((1, 4, 0, 4)), MXNetError, r"data spatial dims must be >= 1.*"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FIRST_BATCH_ERRORS))
+def test_bad_first_batch_leaves_the_weight_deferred(name):
+    x, error, pattern = FIRST_BATCH_ERRORS[name]
+    layer = gluon.Conv2DTranspose(4, 3, groups=2)
+    layer.initialize()
+    before = state(layer)
+    with pytest.raises(error) as info:
+        layer(x)
+    assert re.fullmatch(pattern, str(info.value)), str(info.value)
+    assert_same_state(layer, before)
+    with pytest.raises(MXNetError, match="deferred"):
+        layer.weight.data()
+    assert layer(nd.ones((2, 6, 3, 3))).shape == (2, 4, 5, 5)
+    assert layer.weight.shape == (6, 2, 3, 3)
+
+
+def test_weight_created_by_a_recorded_first_batch_gets_its_gradient():
+    """The deferred weight is created before the call and installed after it: the
+    recorded graph must hold that same array."""
+    layer = gluon.Conv2DTranspose(4, 3, groups=2)
+    layer.initialize()
+    with autograd.record():
+        y = layer(nd.ones((1, 6, 3, 3)))
+    y.backward()
+    weight_grad = nd.Deconvolution_backward(nd.ones(y.shape), nd.ones((1, 6, 3, 3)),
+                                            layer.weight.data(), layer.bias.data(),
+                                            **layer._kwargs)[1]
+    assert_array_equal(layer.weight.grad().asnumpy(), weight_grad.asnumpy())
