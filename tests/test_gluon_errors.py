@@ -14,9 +14,12 @@ import zipfile
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 from numpy.testing import assert_array_equal
 
 from mxdeconv import MXNetError, autograd, gluon, nd
+from mxdeconv.params import DeconvolutionParam
 
 MAX = 2**31 - 1
 INT_RANGE = re.escape(f"must be an int in [1, {MAX}]")
@@ -619,3 +622,194 @@ def test_weight_created_by_a_recorded_first_batch_gets_its_gradient():
                                             layer.weight.data(), layer.bias.data(),
                                             **layer._kwargs)[1]
     assert_array_equal(layer.weight.grad().asnumpy(), weight_grad.asnumpy())
+
+
+# -- fuzzing: random junk in, only MXNetError/TypeError out, nothing half-done -------------
+# Kept to a few seconds in all; the examples are small and nothing is computed.
+FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+HUGE = [2**31, 2**63, 2**70, -2**70, np.uint64(2**64 - 1), np.int64(-1)]
+JUNK = st.one_of(
+    st.none(), st.booleans(), st.integers(-3, 5), st.sampled_from(HUGE),
+    st.floats(), st.text(max_size=4),
+    st.sampled_from(["(3, 3)", "3", "33", "relu", "tanh", "NCHW", "NHWC", "zeros", "False",
+                     "float32", "int8", b"3", "write", "saved"]),
+    st.recursive(st.integers(-2, 4) | st.floats(-2, 4) | st.sampled_from(["2", None, True]),
+                 lambda inner: st.lists(inner, max_size=4) | st.lists(inner, max_size=4).map(tuple),
+                 max_leaves=8),
+    st.sampled_from([np.array([3, 3]), np.array(2), np.float32(2), np.int8(3), np.bool_(True),
+                     {}, {"kernel": 3}, object(), gluon.Uniform, gluon.Zero(), np.float32,
+                     "float64", np.dtype("f2"), np.dtype([("a", "f4")])]),
+)
+
+
+def spell(values):
+    """An int tuple as a Gluon argument: tuple, list, or one (NumPy) int if all equal."""
+    forms = [st.just(tuple(values)), st.just(list(values))]
+    if len(set(values)) == 1:
+        forms += [st.just(values[0]), st.just(np.int64(values[0]))]
+    return st.one_of(forms)
+
+
+@st.composite
+def layer_arguments(draw):
+    """(class, valid keyword arguments, names of those replaced by junk)."""
+    ndim = draw(st.sampled_from(sorted(CLASSES)))
+
+    def per_dim(low, high):
+        return draw(st.lists(st.integers(low, high), min_size=ndim, max_size=ndim))
+
+    strides = per_dim(1, 3)
+    groups = draw(st.integers(1, 3))
+    kwargs = dict(
+        channels=groups * draw(st.integers(1, 3)),
+        kernel_size=draw(spell(per_dim(1, 4))), strides=draw(spell(strides)),
+        padding=draw(spell(per_dim(0, 2))), dilation=draw(spell(per_dim(1, 3))),
+        output_padding=draw(spell([draw(st.integers(0, s - 1)) for s in strides])),
+        groups=draw(st.sampled_from([groups, np.int64(groups)])),
+        in_channels=groups * draw(st.integers(0, 3)),
+        layout=draw(st.sampled_from([None, CLASSES[ndim]._layout])),
+        activation=draw(st.sampled_from([None, "relu"])),
+        use_bias=draw(st.sampled_from([True, False, 0, 1, np.bool_(False)])),
+        weight_initializer=draw(st.sampled_from([None, "xavier", "Normal", gluon.One()])),
+        bias_initializer=draw(st.sampled_from(["zeros", None, gluon.Constant(2.0)])),
+        prefix=draw(st.sampled_from([None, "up_"])))
+    junk = draw(st.lists(st.sampled_from(sorted(kwargs)), max_size=3, unique=True))
+    for name in junk:
+        kwargs[name] = draw(JUNK)
+    return CLASSES[ndim], kwargs, junk
+
+
+@FUZZ
+@given(arguments=layer_arguments())
+def test_fuzz_constructor(arguments):
+    """Valid arguments with up to three replaced by junk: either a layer the operator
+    accepts, or MXNetError/TypeError naming a replaced argument."""
+    layer_class, kwargs, junk = arguments
+    try:
+        layer = layer_class(**kwargs)
+    except (MXNetError, TypeError) as err:
+        assert junk, f"valid arguments {kwargs} refused: {err}"
+        assert any(name in str(err) for name in junk), f"{err} names none of {junk}"
+        return
+    # accepted: the operator agrees, and the weight has MXNet's shape
+    param = DeconvolutionParam.from_kwargs(**layer._kwargs)
+    groups = layer._kwargs["num_group"]
+    assert layer.weight.shape == (layer._in_channels, layer._channels // groups) + param.kernel
+    assert all(type(v) is int for v in layer.weight.shape)
+
+
+PARAMETER_CALLS = {
+    "set_data_weight": lambda layer, value: layer.weight.set_data(value),
+    "set_data_bias": lambda layer, value: layer.bias.set_data(value),
+    "param_cast": lambda layer, value: layer.bias.cast(value),
+    "layer_cast": lambda layer, value: layer.cast(value),
+    "grad_req": lambda layer, value: setattr(layer.weight, "grad_req", value),
+    "setattr_name": lambda layer, value: layer.collect_params().setattr(value, "null"),
+    "setattr_value": lambda layer, value: layer.collect_params().setattr("grad_req", value),
+    "initialize": lambda layer, value: layer.initialize(value, force_reinit=True),
+    "force_reinit": lambda layer, value: layer.initialize(force_reinit=value),
+    "collect_params": lambda layer, value: layer.collect_params(value),
+    "load_filename": lambda layer, value: layer.load_parameters(value),
+}
+
+
+@FUZZ
+@given(method=st.sampled_from(sorted(PARAMETER_CALLS)),
+       value=JUNK | st.sampled_from([np.ones(B_SHAPE), [1, 2, 3, 4], np.ones(W_SHAPE, np.int8),
+                                     "float64", "add", "grad_req", "conv.*", "ones"]))
+def test_fuzz_parameter_methods(method, value):
+    """Junk (or valid values) into the methods: MXNetError/TypeError or success,
+    and a failed call changes nothing."""
+    layer = initialised_layer()
+    before = state(layer)
+    try:
+        PARAMETER_CALLS[method](layer, value)
+    except (MXNetError, TypeError):
+        assert_same_state(layer, before)
+
+
+SAVED_DTYPES = [np.float32, np.float32, np.float64, np.float16, ">f4", np.int64, np.uint8,
+                np.bool_, np.complex64, "U3", "S2", "M8[s]", object]
+KEYS = st.sampled_from(["weight", "bias", "conv0_weight", "conv0_bias", "up_bias", "other",
+                        "weight.npy", ""]) | st.text(alphabet="abw_ei.ghts/", max_size=8)
+
+
+@st.composite
+def saved_arrays(draw):
+    arrays = {}
+    for key in draw(st.lists(KEYS, max_size=4, unique=True)):
+        exact = W_SHAPE if key.endswith("weight") else B_SHAPE
+        shape = draw(st.sampled_from([exact, exact, (2,) + exact[1:]])
+                     | st.lists(st.integers(0, 4), max_size=5).map(tuple))
+        dtype = draw(st.sampled_from(SAVED_DTYPES))
+        arrays[key] = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape).astype(dtype)
+    return arrays
+
+
+@st.composite
+def saved_file(draw, folder):
+    """A path: an .npz of random arrays, one with random bytes changed or cut,
+    or random bytes."""
+    path = folder / f"f{draw(st.integers(0, 10**9))}.npz"
+    kind = draw(st.sampled_from(["npz", "compressed", "mutated", "random"]))
+    if kind == "random":
+        path.write_bytes(draw(st.binary(max_size=300)))
+        return str(path), None
+    arrays = draw(saved_arrays())
+    (np.savez_compressed if kind == "compressed" else np.savez)(path, **arrays)
+    if kind == "mutated":  # what it holds if it loads is unknown: None
+        data = bytearray(path.read_bytes())
+        for _ in range(draw(st.integers(1, 4))):
+            position = draw(st.integers(0, len(data) - 1))
+            data[position] = draw(st.integers(0, 255))
+        path.write_bytes(bytes(data[:draw(st.integers(0, len(data)))]))
+        return str(path), None
+    return str(path), arrays
+
+
+def expected_after_load(layer, arrays, before):
+    """What each parameter holds after a successful load: the file's array for its key
+    (exact, else the one ending in _key), or what it held."""
+    expected = {}
+    for key, param in layer._structural().items():
+        matches = [k for k in arrays if k == key] or [k for k in arrays if k.endswith("_" + key)]
+        expected[key] = arrays[matches[0]] if matches else before[key][1]
+    return expected
+
+
+@settings(FUZZ, max_examples=250)
+@given(data=st.data(), deferred=st.booleans(), use_bias=st.booleans(),
+       options=st.fixed_dictionaries(dict(allow_missing=st.booleans(),
+                                          ignore_extra=st.booleans(),
+                                          cast_dtype=st.booleans(),
+                                          dtype_source=st.sampled_from(["current", "saved"]))))
+def test_fuzz_load_parameters(tmp_path_factory, data, deferred, use_bias, options):
+    """Random .npz contents, corrupted archives, random bytes: a failed load changes
+    nothing; a successful one holds the file's arrays."""
+    folder = tmp_path_factory.mktemp("load", numbered=True)
+    if deferred:
+        layer = gluon.Conv2DTranspose(4, 3, groups=2, use_bias=use_bias)
+        layer.initialize()
+    else:
+        layer = initialised_layer(use_bias=use_bias)
+    before = state(layer)
+    path, arrays = data.draw(saved_file(folder))
+    try:
+        layer.load_parameters(path, **options)
+    except (MXNetError, TypeError):
+        event("refused")
+        assert_same_state(layer, before)
+        return
+    event("loaded")
+    for param in layer._structural().values():  # shapes and dtypes still consistent
+        assert param.shape[1:] == (W_SHAPE if param is layer.weight else B_SHAPE)[1:]
+        if param._data is not None:
+            assert (param.data().shape, param.data().dtype) == (param.shape, param.dtype)
+    if arrays is None:
+        return
+    for key, values in expected_after_load(layer, arrays, before).items():
+        got = layer._structural()[key]
+        if values is None:
+            assert got._data is None
+        else:
+            assert_array_equal(got.data().asnumpy(), np.asarray(values).astype(got.dtype))
