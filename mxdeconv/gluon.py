@@ -838,9 +838,12 @@ class _ConvTranspose:
     def forward(self, x: Any) -> NDArray:
         """Run ``nd.Deconvolution`` with the layer's parameters (and activation).
 
-        A deferred weight is initialised for ``x``'s channels, and kept only if
-        the call succeeds: a bad first batch leaves it deferred."""
+        ``x`` is an NDArray, or anything of real numbers :meth:`Parameter.set_data`
+        takes (copied, as ``nd.array`` does).  A deferred weight is initialised for
+        ``x``'s channels, and kept only if the call succeeds: a bad first batch
+        leaves it deferred."""
         if not isinstance(x, NDArray):
+            _values_arg("data", x)  # a TypeError for strings or objects, not NumPy's
             x = nd.array(x)
         pending = None
         if self.weight._data is None and self.weight._deferred is not None:

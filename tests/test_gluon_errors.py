@@ -610,6 +610,32 @@ def test_bad_first_batch_leaves_the_weight_deferred(name):
     assert layer.weight.shape == (6, 2, 3, 3)
 
 
+NOT_NUMBERS = {
+    "string": ("abc", r"data must be an NDArray, a NumPy array or a nested list of numbers, "
+                      r"got 'abc' of type str"),
+    "none": (None, r"data must be an NDArray, .*, got None of type NoneType"),
+    "object": (object(), r"data must be an NDArray, .*, got <object object at .*> of type object"),
+    "strings": ([[["a"]]], r"data must hold real numbers \(an integer or floating-point dtype\), "
+                           r"got dtype <U1"),
+    "complex": (np.ones((1, 4, 2, 2), np.complex64), r"data must hold real numbers .*, "
+                                                      r"got dtype complex64"),
+}
+
+
+@pytest.mark.parametrize("deferred", [False, True], ids=["initialised", "deferred"])
+@pytest.mark.parametrize("name", sorted(NOT_NUMBERS))
+def test_forward_refuses_what_is_not_numbers(name, deferred):
+    x, pattern = NOT_NUMBERS[name]
+    layer = gluon.Conv2DTranspose(4, 3, groups=2, in_channels=0 if deferred else 4)
+    layer.initialize()
+    before = state(layer)
+    with pytest.raises(TypeError) as info:
+        layer(x)
+    assert re.fullmatch(pattern, str(info.value)), str(info.value)
+    assert_same_state(layer, before)
+    assert layer([[[[1.0]]] * 4]).shape == (1, 4, 3, 3)  # lists still work (float32)
+
+
 def test_weight_created_by_a_recorded_first_batch_gets_its_gradient():
     """The deferred weight is created before the call and installed after it: the
     recorded graph must hold that same array."""
