@@ -38,19 +38,133 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 import re
 import threading
+import zipfile
+from collections import Counter
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
 from . import elementwise, nd
+from .autograd import GRAD_REQS
 from .base import MXNetError
-from .ndarray import NDArray, array
+from .ndarray import BFLOAT16, NDArray, array, is_float_dtype
+from .params import MAX_PARAM
 
 __all__ = ["Constant", "Conv1DTranspose", "Conv2DTranspose", "Conv3DTranspose",
            "Initializer", "Normal", "One", "Parameter", "ParameterDict", "Uniform",
            "Xavier", "Zero"]
+
+#: The dtypes a parameter may have (those of mxdeconv's arrays).
+PARAM_DTYPES = tuple(np.dtype(t) for t in ("float16", "float32", "float64")) + (
+    (BFLOAT16,) if BFLOAT16 is not None else ())
+
+
+# -- argument checking -------------------------------------------------------------
+# One helper per kind of argument, used by the layers and their parameters.
+# A value of the wrong Python type raises TypeError, a bad value MXNetError, and
+# both messages name the argument, what it accepts and what it got.  Strings are
+# refused where a number, a tuple or a bool is expected (kernel_size="33" is not
+# (3, 3)); MXNet's string attribute forms ("(3, 3)", "True") would be parsed into
+# a Python value at the top of _int_arg, _tuple_arg and _bool_arg.
+def _type_error(name: str, expected: str, value: Any) -> TypeError:
+    return TypeError(f"{name} must be {expected}, got {value!r} of type {type(value).__name__}")
+
+
+def _is_int(value: Any) -> bool:
+    """Python and NumPy integers; a bool is not one here."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _int_arg(name: str, value: Any, minimum: int = 0) -> int:
+    """An integer in ``[minimum, MAX_PARAM]`` (Python's or NumPy's)."""
+    if not _is_int(value):
+        raise _type_error(name, "an int", value)
+    value = int(value)
+    if not minimum <= value <= MAX_PARAM:
+        raise MXNetError(f"{name} must be an int in [{minimum}, {MAX_PARAM}], "
+                         f"got {name}={value}")
+    return value
+
+
+def _tuple_arg(name: str, value: Any, ndim: Optional[int] = None,
+               minimum: int = 0) -> Tuple[int, ...]:
+    """An int (repeated ``ndim`` times, once when ``ndim`` is None) or a tuple or
+    list of ints (exactly ``ndim`` of them when it is given), each as :func:`_int_arg`."""
+    if _is_int(value):
+        return (_int_arg(name, value, minimum),) * (ndim or 1)
+    expected = f"an int or a list of {ndim} ints" if ndim else "an int or a tuple of ints"
+    if not isinstance(value, (tuple, list)):
+        raise _type_error(name, expected, value)
+    if ndim is not None and len(value) != ndim:
+        raise MXNetError(f"{name} must be {expected}, got {name}={value!r}")
+    return tuple(_int_arg(f"{name}[{i}]", v, minimum) for i, v in enumerate(value))
+
+
+def _bool_arg(name: str, value: Any) -> bool:
+    """True, False, a NumPy bool, or the ints 0 and 1 (MXNet's "0" and "1")."""
+    if isinstance(value, (bool, np.bool_)) or (_is_int(value) and value in (0, 1)):
+        return bool(value)
+    raise _type_error(name, "a bool (True, False, 0 or 1)", value)
+
+
+def _choice_arg(name: str, value: Any, choices: Sequence[Optional[str]]) -> Optional[str]:
+    """One of ``choices`` (strings, and None where None is one of them)."""
+    if not (isinstance(value, str) or (value is None and None in choices)):
+        raise _type_error(name, f"one of {tuple(choices)}", value)
+    if value not in choices:
+        raise MXNetError(f"{name} must be one of {tuple(choices)}, got {value!r}")
+    return value
+
+
+def _dtype_arg(name: str, value: Any) -> np.dtype:
+    """One of ``PARAM_DTYPES``, given as anything ``np.dtype`` reads but None."""
+    expected = f"a dtype, one of {[str(d) for d in PARAM_DTYPES]}"
+    if value is None:  # np.dtype(None) is float64
+        raise _type_error(name, expected, value)
+    try:
+        dtype = np.dtype(value)
+    except (TypeError, ValueError) as err:
+        raise _type_error(name, expected, value) from err
+    if dtype not in PARAM_DTYPES:
+        raise _type_error(name, expected, value)
+    return dtype
+
+
+def _path_arg(name: str, value: Any) -> str:
+    """A file name: a ``str`` or an ``os.PathLike`` giving one."""
+    path = os.fspath(value) if isinstance(value, os.PathLike) else value
+    if not isinstance(path, str):
+        raise _type_error(name, "a path (str or os.PathLike)", value)
+    return path
+
+
+def _values_arg(name: str, value: Any) -> np.ndarray:
+    """Real numbers as a NumPy array, from an NDArray, a NumPy array or scalar, a
+    nested list (or tuple) of numbers, or a number."""
+    if isinstance(value, NDArray):
+        values = value.asnumpy()
+    elif isinstance(value, (np.ndarray, np.generic, numbers.Number)):
+        values = np.asarray(value)
+    elif isinstance(value, (list, tuple)):
+        try:
+            values = np.asarray(value)
+        except (TypeError, ValueError, OverflowError) as err:
+            raise MXNetError(f"{name} must be a nested list of numbers of one shape, "
+                             f"got {value!r:.200}") from err
+    else:
+        raise _type_error(name, "an NDArray, a NumPy array or a nested list of numbers", value)
+    if not _is_real(values.dtype):
+        raise TypeError(f"{name} must hold real numbers (an integer or floating-point "
+                        f"dtype), got dtype {values.dtype}")
+    return values
+
+
+def _is_real(dtype: np.dtype) -> bool:
+    """Integers and floats (bfloat16 too): what a parameter's values may be cast from."""
+    return dtype.kind in "iu" or is_float_dtype(dtype)
 
 
 # -- initializers ----------------------------------------------------------------
@@ -189,13 +303,23 @@ _NAMED = {"zeros": Zero, "zero": Zero, "ones": One, "one": One, "uniform": Unifo
           "normal": Normal, "xavier": Xavier}
 
 
-def _create_initializer(init: Any) -> Initializer:
+def _create_initializer(init: Any, name: str = "init") -> Initializer:
+    """An :class:`Initializer` given as itself or by name (``"zeros"``, ``"xavier"``...)."""
     if isinstance(init, Initializer):
         return init
-    if isinstance(init, str) and init.lower() in _NAMED:
-        return _NAMED[init.lower()]()
-    raise MXNetError(f"unknown initializer {init!r}: use an Initializer or one of "
-                     f"{sorted(_NAMED)}")
+    expected = f"an Initializer or one of {sorted(_NAMED)}"
+    if not isinstance(init, str):
+        raise _type_error(name, expected, init)
+    if init.lower() not in _NAMED:
+        raise MXNetError(f"unknown initializer: {name} must be {expected}, got {init!r}")
+    return _NAMED[init.lower()]()
+
+
+def _initializer_arg(name: str, init: Any) -> Any:
+    """None or what :func:`_create_initializer` accepts, checked now, kept as given."""
+    if init is not None:
+        _create_initializer(init, name)
+    return init
 
 
 # -- parameters ------------------------------------------------------------------
@@ -203,32 +327,33 @@ class Parameter:
     """A layer's weight or bias: an NDArray, its gradient, and how to initialise it.
 
     A shape with a 0 is not known yet (``in_channels=0``): initialisation is
-    deferred to the first forward, as in MXNet.
+    deferred to the first forward, as in MXNet.  Every method checks its
+    arguments before it changes anything: after an error the parameter holds
+    what it held before.
 
     >>> from mxdeconv import gluon
     >>> p = gluon.Parameter("w", shape=(2, 3))
     >>> p.initialize(init=gluon.One())
     >>> p.data().shape, p.grad().asnumpy().sum().item()
     ((2, 3), 0.0)
+    >>> p.set_data([[1, 2, 3], [4, 5, 6]])      # cast to the parameter's dtype
+    >>> p.data().asnumpy().dtype
+    dtype('float32')
     """
 
-    def __init__(self, name: str, shape: Tuple[int, ...] = (), dtype: Any = "float32",
+    def __init__(self, name: str, shape: Any = (), dtype: Any = "float32",
                  init: Any = None, grad_req: str = "write",
                  allow_deferred_init: bool = True) -> None:
+        if not isinstance(name, str):
+            raise _type_error("name", "a string", name)
         self.name = name
-        self.shape = tuple(int(s) for s in shape)
-        self.dtype = np.dtype(dtype)
-        self.init = init
-        self.allow_deferred_init = allow_deferred_init
-        self._grad_req = self._check_grad_req(grad_req)
+        self.shape = _tuple_arg("shape", shape)
+        self.dtype = _dtype_arg("dtype", dtype)
+        self.init = _initializer_arg("init", init)
+        self.allow_deferred_init = _bool_arg("allow_deferred_init", allow_deferred_init)
+        self._grad_req = _choice_arg("grad_req", grad_req, GRAD_REQS)
         self._data: Optional[NDArray] = None
         self._deferred: Optional[Initializer] = None
-
-    @staticmethod
-    def _check_grad_req(grad_req: str) -> str:
-        if grad_req not in ("write", "add", "null"):
-            raise MXNetError(f"grad_req must be 'write', 'add' or 'null', got {grad_req!r}")
-        return grad_req
 
     def __repr__(self) -> str:
         return f"Parameter {self.name} (shape={self.shape}, dtype={self.dtype})"
@@ -239,19 +364,21 @@ class Parameter:
 
     @grad_req.setter
     def grad_req(self, value: str) -> None:
-        self._grad_req = self._check_grad_req(value)
+        self._grad_req = _choice_arg("grad_req", value, GRAD_REQS)
         if self._data is not None:
-            self._attach()
+            self._attach(self._data)
 
     @property
     def shape_known(self) -> bool:
         return all(s > 0 for s in self.shape)
 
-    def _attach(self) -> None:
+    def _attach(self, data: NDArray) -> NDArray:
+        """Give ``data`` a gradient as ``grad_req`` says (none for ``"null"``)."""
         if self._grad_req == "null":
-            self._data._grad, self._data._grad_req = None, "null"
+            data._grad, data._grad_req = None, "null"
         else:
-            self._data.attach_grad(self._grad_req)
+            data.attach_grad(self._grad_req)
+        return data
 
     def initialize(self, init: Any = None, ctx: Any = None,
                    default_init: Any = None, force_reinit: bool = False) -> None:
@@ -259,6 +386,9 @@ class Parameter:
         else ``default_init`` (default :class:`Uniform`), as MXNet does.
         ``ctx`` is accepted and ignored (everything runs on the CPU)."""
         del ctx
+        _initializer_arg("init", init)
+        _initializer_arg("default_init", default_init)
+        force_reinit = _bool_arg("force_reinit", force_reinit)
         if self._data is not None and not force_reinit:
             return
         if init is None:
@@ -271,28 +401,42 @@ class Parameter:
                                  f"invalid shape: {self.shape}.")
             self._data, self._deferred = None, initializer
             return
-        self._set(initializer(self.name, self.shape, self.dtype))
+        self._install(self._new_data(initializer(self.name, self.shape, self.dtype)))
 
-    def _finish_deferred_init(self, shape: Tuple[int, ...]) -> None:
-        """Complete the shape (fill its zeros from ``shape``) and initialise."""
+    def _deferred_data(self, shape: Tuple[int, ...]) -> NDArray:
+        """The values of the deferred initialisation for the completed ``shape``,
+        not installed yet (see :meth:`_install`)."""
         if self._deferred is None:
             raise MXNetError(f"Parameter '{self.name}' has not been initialized. You "
                              "should initialize parameters with Block.initialize()")
-        self._complete_shape(shape)
-        initializer, self._deferred = self._deferred, None
-        self._set(initializer(self.name, self.shape, self.dtype))
+        shape = self._completed_shape(shape)
+        return self._new_data(self._deferred(self.name, shape, self.dtype))
 
-    def _complete_shape(self, shape: Sequence[int]) -> None:
-        shape = tuple(int(s) for s in shape)
-        if len(shape) != len(self.shape) or any(
-                known and known != given for known, given in zip(self.shape, shape)):
-            raise MXNetError(f"shape {shape} is incompatible with Parameter '{self.name}' "
-                             f"of shape {self.shape}")
-        self.shape = shape
+    def _fits(self, shape: Tuple[int, ...]) -> bool:
+        """Whether data of ``shape`` fits (a 0, not known yet, fits any size >= 1)."""
+        return len(shape) == len(self.shape) and all(
+            given >= 1 and known in (0, given) for known, given in zip(self.shape, shape))
 
-    def _set(self, values: np.ndarray) -> None:
-        self._data = array(values, dtype=self.dtype)
-        self._attach()
+    def _shape_text(self) -> str:
+        return f"{self.shape}" + ("" if self.shape_known else " (0: not known yet)")
+
+    def _completed_shape(self, shape: Tuple[int, ...]) -> Tuple[int, ...]:
+        """``shape``, checked by :meth:`_fits`."""
+        if not self._fits(shape):
+            raise MXNetError(f"Parameter '{self.name}' has shape {self._shape_text()}, "
+                             f"cannot set data of shape {shape}")
+        return tuple(shape)
+
+    def _new_data(self, values: Any, dtype: Any = None) -> NDArray:
+        """``values`` copied into a new NDArray of ``dtype`` (default: the parameter's)
+        with its gradient attached; the parameter itself does not change."""
+        return self._attach(array(values, dtype=self.dtype if dtype is None else dtype))
+
+    def _install(self, data: NDArray) -> None:
+        """Make ``data`` (from :meth:`_new_data`) the value, its shape and dtype too.
+        Nothing here can fail: callers check and convert everything first."""
+        self._data, self._deferred = data, None
+        self.shape, self.dtype = data.shape, data.dtype
 
     def data(self, ctx: Any = None) -> NDArray:
         """The parameter's NDArray (its ``.grad`` is :meth:`grad`)."""
@@ -316,15 +460,13 @@ class Parameter:
         return data._grad
 
     def set_data(self, value: Any) -> None:
-        """Replace the values (the shape is completed from ``value`` if still unknown)."""
-        values = value.asnumpy() if isinstance(value, NDArray) else np.asarray(value)
-        if not self.shape_known:
-            self._complete_shape(values.shape)
-            self._deferred = None
-        elif values.shape != self.shape:
-            raise MXNetError(f"Parameter '{self.name}' has shape {self.shape}, "
-                             f"cannot set data of shape {values.shape}")
-        self._set(values)
+        """Replace the values with ``value``: an NDArray, a NumPy array or a nested
+        list of numbers (integers or floats, cast to the parameter's dtype as MXNet
+        does) of exactly the parameter's shape; a shape still unknown is completed
+        from it."""
+        values = _values_arg("value", value)
+        self._completed_shape(values.shape)
+        self._install(self._new_data(values))
 
     def zero_grad(self) -> None:
         """Set the gradient to zeros."""
@@ -332,10 +474,13 @@ class Parameter:
             np.asarray(self._data._grad)[...] = 0
 
     def cast(self, dtype: Any) -> None:
-        """Change the dtype of the values (and gradient)."""
-        self.dtype = np.dtype(dtype)
-        if self._data is not None:
-            self._set(self._data.asnumpy())
+        """Change the dtype of the values (and gradient): float16, float32, float64 or
+        bfloat16 (with ml_dtypes)."""
+        dtype = _dtype_arg("dtype", dtype)
+        if self._data is None:
+            self.dtype = dtype
+        else:
+            self._install(self._new_data(self._data.asnumpy(), dtype))
 
 
 class ParameterDict(dict):
@@ -345,10 +490,21 @@ class ParameterDict(dict):
     >>> layer = gluon.Conv1DTranspose(2, 3, in_channels=2, prefix="up_")
     >>> sorted(layer.collect_params())
     ['up_bias', 'up_weight']
+    >>> layer.collect_params().setattr("grad_req", "null")
+    >>> layer.bias.grad_req
+    'null'
     """
+
+    #: The attributes :meth:`setattr` may set (those whose setter checks the value).
+    SETTABLE = ("grad_req",)
 
     def initialize(self, init: Any = None, ctx: Any = None, verbose: bool = False,
                    force_reinit: bool = False) -> None:
+        """Initialise every parameter; ``init`` applies to those created without
+        an initializer (see :meth:`Parameter.initialize`)."""
+        _initializer_arg("init", init)
+        _bool_arg("verbose", verbose)
+        force_reinit = _bool_arg("force_reinit", force_reinit)
         for param in self.values():
             param.initialize(None, ctx, init, force_reinit)
 
@@ -357,6 +513,10 @@ class ParameterDict(dict):
             param.zero_grad()
 
     def setattr(self, name: str, value: Any) -> None:
+        """Set attribute ``name`` (only ``"grad_req"`` here, the attribute whose setter
+        checks its value) to ``value`` on every parameter; a bad value changes none."""
+        _choice_arg("name", name, self.SETTABLE)
+        _choice_arg("grad_req", value, GRAD_REQS)  # checked before any parameter changes
         for param in self.values():
             setattr(param, name, value)
 
@@ -375,17 +535,101 @@ def _auto_prefix(base: str) -> str:
     return f"{base}{count}_"
 
 
-def _tuple(name: str, value: Any, ndim: int) -> Tuple[int, ...]:
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
-        return (int(value),) * ndim
-    value = tuple(value)
-    if len(value) != ndim:
-        raise MXNetError(f"{name} must be a number or a list of {ndim} ints, got {value}")
-    return tuple(int(v) for v in value)
+class _NpzArchive:
+    """The arrays of an ``.npz`` file, read from untrusted bytes: the names and
+    each ``.npy`` header first, an array's data only when asked for.  Anything
+    wrong with the file raises :class:`MXNetError` naming it.
+
+    zipfile and ``numpy.lib.format`` raise many types for a corrupt file
+    (BadZipFile, EOFError, ValueError, zlib.error, NotImplementedError,
+    RecursionError...), so the few calls that parse the file catch ``Exception``.
+    """
+
+    _HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0,
+                       (2, 0): np.lib.format.read_array_header_2_0}
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        try:
+            self._zip = zipfile.ZipFile(path)
+            names = self._zip.namelist()
+        except OSError as err:
+            raise MXNetError(f"cannot read filename={path!r}: {err}") from err
+        except Exception as err:
+            raise MXNetError(f"filename={path!r} must be an .npz archive of NumPy arrays "
+                             f"(as np.savez writes), got {self._what_it_is()}") from err
+        repeated = sorted(name for name, count in Counter(names).items() if count > 1)
+        others = [name for name in names if not name.endswith(".npy")]
+        if repeated or others:
+            self._zip.close()
+            raise MXNetError(f"filename={path!r} must be an .npz archive of NumPy arrays, each "
+                             "stored once as '<key>.npy', got an archive with "
+                             + (f"repeated members {repeated}" if repeated
+                                else f"other members {others[:5]}"))
+        self.keys = [name[:-len(".npy")] for name in names]
+
+    def _what_it_is(self) -> str:
+        try:
+            with open(self.path, "rb") as handle:
+                magic = handle.read(6)
+        except OSError:
+            magic = b""
+        if magic == b"\x93NUMPY":
+            return ("a .npy file (one array); save the parameters with "
+                    "np.savez(path, weight=..., bias=...)")
+        return "a file that is not a zip archive"
+
+    def _error(self, key: str, err: Exception) -> MXNetError:
+        return MXNetError(f"cannot read array '{key}' of filename={self.path!r}: "
+                          f"{type(err).__name__}: {err}")
+
+    def header(self, key: str) -> Tuple[Tuple[int, ...], np.dtype]:
+        """The shape and dtype of array ``key``, read without its data."""
+        member = key + ".npy"
+        try:
+            with self._zip.open(member) as handle:
+                version = np.lib.format.read_magic(handle)
+                if version not in self._HEADER_READERS:
+                    raise ValueError(f".npy format version {version} is not supported")
+                shape, _, dtype = self._HEADER_READERS[version](handle)
+                header_size = handle.tell()
+        except Exception as err:
+            raise self._error(key, err) from err
+        stored = self._zip.getinfo(member).file_size - header_size
+        needed = math.prod(shape) * dtype.itemsize
+        if needed > stored:  # refused before allocating what the header asks for
+            raise MXNetError(f"cannot read array '{key}' of filename={self.path!r}: its "
+                             f"header says shape {shape} and dtype {dtype}, {needed} bytes, "
+                             f"but the archive holds {stored}")
+        return shape, dtype
+
+    def read(self, key: str, shape: Tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """Array ``key``, whose :meth:`header` said ``shape`` and ``dtype`` (never unpickled)."""
+        try:
+            with self._zip.open(key + ".npy") as handle:
+                values = np.lib.format.read_array(handle, allow_pickle=False)
+        except Exception as err:
+            raise self._error(key, err) from err
+        if values.shape != shape or values.dtype != dtype:
+            raise MXNetError(f"cannot read array '{key}' of filename={self.path!r}: it changed "
+                             "while it was read")
+        return values
+
+    def __enter__(self) -> "_NpzArchive":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self._zip.close()
 
 
 class _ConvTranspose:
-    """Shared implementation of the transposed-convolution layers."""
+    """Shared implementation of the transposed-convolution layers.
+
+    The constructor checks every argument (type, range, tuple length, and what
+    MXNet's shape inference rejects when the layer is built) before it creates
+    anything.  Methods check theirs before changing anything: after an error
+    the parameters hold what they held before.
+    """
 
     _ndim = 2
     _layout = "NCHW"
@@ -397,33 +641,52 @@ class _ConvTranspose:
                  bias_initializer: Any = "zeros", in_channels: int = 0,
                  prefix: Optional[str] = None, params: Any = None) -> None:
         ndim = self._ndim
-        if layout is not None and layout != self._layout:
-            raise MXNetError(f"Only supports '{self._layout}' layout for now, got {layout!r}")
-        if activation not in (None, "relu"):
-            raise MXNetError(f"activation {activation!r} is not supported: None or 'relu'")
+        _choice_arg("layout", layout, (self._layout, None))
+        self._activation = _choice_arg("activation", activation, (None, "relu"))
         if params is not None:
-            raise MXNetError("sharing parameters through params= is not supported")
-        self._channels = int(channels)
-        self._in_channels = int(in_channels)
+            raise MXNetError(f"sharing parameters through params= is not supported: params "
+                             f"must be None, got {params!r:.80}")
+        if prefix is not None and not isinstance(prefix, str):
+            raise _type_error("prefix", "a string or None", prefix)
+        self._channels = _int_arg("channels", channels, minimum=1)
+        in_channels = _int_arg("in_channels", in_channels)  # 0: from the first batch
         self._kwargs = {
-            "kernel": _tuple("kernel_size", kernel_size, ndim),
-            "stride": _tuple("strides", strides, ndim),
-            "dilate": _tuple("dilation", dilation, ndim),
-            "pad": _tuple("padding", padding, ndim),
-            "adj": _tuple("output_padding", output_padding, ndim),
-            "num_filter": self._channels, "num_group": int(groups),
-            "no_bias": not use_bias, "layout": self._layout}
+            "kernel": _tuple_arg("kernel_size", kernel_size, ndim, minimum=1),
+            "stride": _tuple_arg("strides", strides, ndim, minimum=1),
+            "dilate": _tuple_arg("dilation", dilation, ndim, minimum=1),
+            "pad": _tuple_arg("padding", padding, ndim),
+            "adj": _tuple_arg("output_padding", output_padding, ndim),
+            "num_filter": self._channels, "num_group": _int_arg("groups", groups, minimum=1),
+            "no_bias": not _bool_arg("use_bias", use_bias), "layout": self._layout}
+        self._check_divisible("channels", self._channels)
+        if in_channels:
+            self._check_divisible("in_channels", in_channels)
         self.outpad = self._kwargs["adj"]
-        if self._channels % int(groups):
-            raise MXNetError(f"channels={channels} must be divisible by groups={groups}")
-        self._activation = activation
+        if any(a >= s for a, s in zip(self.outpad, self._kwargs["stride"])):
+            raise MXNetError(f"output_padding must be smaller than strides in every dim, got "
+                             f"output_padding={self.outpad} and strides={self._kwargs['stride']}")
+        _initializer_arg("weight_initializer", weight_initializer)
+        _initializer_arg("bias_initializer", bias_initializer)
         self.prefix = _auto_prefix("conv") if prefix is None else prefix
-        self.weight = Parameter(
-            self.prefix + "weight",
-            (self._in_channels, self._channels // int(groups)) + self._kwargs["kernel"],
-            init=weight_initializer)
-        self.bias = (Parameter(self.prefix + "bias", (self._channels,), init=bias_initializer)
-                     if use_bias else None)
+        self.weight = Parameter(self.prefix + "weight", self._weight_shape(in_channels),
+                                init=weight_initializer)
+        self.bias = (None if self._kwargs["no_bias"] else
+                     Parameter(self.prefix + "bias", (self._channels,), init=bias_initializer))
+
+    def _check_divisible(self, name: str, value: int, context: str = "") -> None:
+        groups = self._kwargs["num_group"]
+        if value % groups:
+            raise MXNetError(f"{context}{name}={value} must be divisible by groups={groups}")
+
+    def _weight_shape(self, in_channels: int) -> Tuple[int, ...]:
+        """MXNet's Deconvolution weight: ``(in_channels, channels // groups, *kernel)``."""
+        return ((in_channels, self._channels // self._kwargs["num_group"])
+                + self._kwargs["kernel"])
+
+    @property
+    def _in_channels(self) -> int:
+        """0 until the first batch or a loaded weight gives it."""
+        return self.weight.shape[0]
 
     # -- MXNet Block API --------------------------------------------------------
     @property
@@ -438,7 +701,13 @@ class _ConvTranspose:
 
     def collect_params(self, select: Optional[str] = None) -> ParameterDict:
         """The parameters by full name; ``select`` is a regular expression on it."""
-        pattern = re.compile(select) if select else None
+        if select is not None and not isinstance(select, str):
+            raise _type_error("select", "a regular expression (str) or None", select)
+        try:
+            pattern = re.compile(select) if select else None
+        except re.error as err:
+            raise MXNetError(f"select must be a regular expression, got {select!r}: "
+                             f"{err}") from err
         return ParameterDict((p.name, p) for p in self._structural().values()
                              if pattern is None or pattern.match(p.name))
 
@@ -455,17 +724,25 @@ class _ConvTranspose:
 
     def hybridize(self, active: bool = True, **kwargs: Any) -> None:
         """Accepted for MXNet compatibility; every call is imperative anyway."""
+        _bool_arg("active", active)
 
     def cast(self, dtype: Any) -> None:
+        """Cast every parameter to ``dtype`` (see :meth:`Parameter.cast`)."""
+        dtype = _dtype_arg("dtype", dtype)
         for param in self._structural().values():
             param.cast(dtype)
 
     def save_parameters(self, filename: str, deduplicate: bool = False) -> None:
         """Save ``weight`` and ``bias`` to ``filename`` (a ``.npz`` archive, written
         under exactly that name)."""
+        path = _path_arg("filename", filename)
+        _bool_arg("deduplicate", deduplicate)
         arrays = {key: p.data().asnumpy() for key, p in self._structural().items()}
-        with open(filename, "wb") as handle:
-            np.savez(handle, **arrays)
+        try:
+            with open(path, "wb") as handle:
+                np.savez(handle, **arrays)
+        except OSError as err:
+            raise MXNetError(f"cannot write filename={path!r}: {err}") from err
 
     def load_parameters(self, filename: str, ctx: Any = None, allow_missing: bool = False,
                         ignore_extra: bool = False, cast_dtype: bool = False,
@@ -478,62 +755,117 @@ class _ConvTranspose:
         a dtype other than the parameter's is refused unless ``cast_dtype=True``
         (``dtype_source="saved"`` then adopts the file's dtype); an unknown
         ``in_channels`` is taken from the saved weight.
+
+        All or nothing: the names, shapes and dtypes of every array are checked
+        and the arrays converted before any parameter changes, so after an error
+        the layer holds what it held before.  The file is untrusted: it is never
+        unpickled, and a file that is not an ``.npz`` archive of numeric arrays
+        (a ``.npy`` file, object arrays, corrupt bytes) raises :class:`MXNetError`.
         """
-        with np.load(filename, allow_pickle=False) as archive:
-            loaded = {key: archive[key] for key in archive.files}
-        used = set()
-        for key, param in self._structural().items():
-            matches = [k for k in loaded if k == key] or \
-                [k for k in loaded if k.endswith("_" + key)]
-            if len(matches) > 1:
-                raise MXNetError(f"{filename}: several arrays could be '{key}': {matches}")
-            if not matches:
-                if allow_missing:
-                    continue
-                raise MXNetError(f"Parameter '{key}' is missing in file '{filename}', which "
-                                 f"contains {sorted(loaded)}. Set allow_missing=True to "
+        path = _path_arg("filename", filename)
+        allow_missing = _bool_arg("allow_missing", allow_missing)
+        ignore_extra = _bool_arg("ignore_extra", ignore_extra)
+        cast_dtype = _bool_arg("cast_dtype", cast_dtype)
+        dtype_source = _choice_arg("dtype_source", dtype_source, ("current", "saved"))
+        params = self._structural()
+        staged = []
+        with _NpzArchive(path) as archive:
+            for key, saved_key in self._match_saved(archive.keys, path, allow_missing,
+                                                    ignore_extra).items():
+                param = params[key]
+                where = (f"Failed loading Parameter '{param.name}' from array "
+                         f"'{saved_key}' of '{path}'")
+                shape, saved_dtype = archive.header(saved_key)
+                dtype = self._loaded_dtype(param, saved_dtype, where, cast_dtype, dtype_source)
+                self._check_loaded_shape(param, shape, where)
+                values = archive.read(saved_key, shape, saved_dtype)
+                staged.append((param, param._new_data(values, dtype)))
+        for param, data in staged:
+            param._install(data)
+
+    def _match_saved(self, saved_keys: Sequence[str], path: str, allow_missing: bool,
+                     ignore_extra: bool) -> Dict[str, str]:
+        """``{parameter key: saved key}``: ``weight`` is saved as ``weight`` or ``*_weight``."""
+        matched = {}
+        for key in self._structural():
+            candidates = ([k for k in saved_keys if k == key]
+                          or [k for k in saved_keys if k.endswith("_" + key)])
+            if len(candidates) > 1:
+                raise MXNetError(f"{path}: several arrays could be '{key}': {candidates}")
+            if candidates:
+                matched[key] = candidates[0]
+            elif not allow_missing:
+                raise MXNetError(f"Parameter '{key}' is missing in file '{path}', which "
+                                 f"contains {sorted(saved_keys)}. Set allow_missing=True to "
                                  "ignore missing parameters.")
-            values = loaded[matches[0]]
-            used.add(matches[0])
-            if values.dtype != param.dtype:
-                if not cast_dtype:
-                    raise MXNetError(
-                        f"Failed loading Parameter '{param.name}' from saved params: dtype "
-                        f"incompatible expected {param.dtype} vs saved {values.dtype}. Set "
-                        "cast_dtype=True to cast the dtype of saved params.")
-                if dtype_source == "saved":
-                    param.dtype = values.dtype
-            if key == "weight" and not param.shape_known:
-                self._in_channels = int(values.shape[0])
-            param.set_data(values)
-        extra = sorted(set(loaded) - used)
+        extra = sorted(set(saved_keys) - set(matched.values()))
         if extra and not ignore_extra:
-            raise MXNetError(f"Parameters {extra} in file '{filename}' are not in the layer. "
+            raise MXNetError(f"Parameters {extra} in file '{path}' are not in the layer. "
                              "Set ignore_extra=True to ignore them.")
+        return matched
+
+    @staticmethod
+    def _loaded_dtype(param: Parameter, saved: np.dtype, where: str, cast_dtype: bool,
+                      dtype_source: str) -> np.dtype:
+        """The dtype the saved array gets, as MXNet's ``cast_dtype``/``dtype_source`` say."""
+        if saved.hasobject or not _is_real(saved):
+            raise MXNetError(f"{where}: it must hold real numbers (an integer or "
+                             f"floating-point dtype), got dtype {saved}")
+        saved = saved.newbyteorder("=")  # the same numbers in this machine's byte order
+        if saved == param.dtype:
+            return param.dtype
+        if not cast_dtype:
+            raise MXNetError(f"{where}: dtype incompatible expected {param.dtype} vs saved "
+                             f"{saved}. Set cast_dtype=True to cast the dtype of saved params.")
+        if dtype_source == "current":
+            return param.dtype
+        if saved not in PARAM_DTYPES:
+            raise MXNetError(f"{where}: dtype_source='saved' would make it {saved}, but a "
+                             f"parameter's dtype must be one of {[str(d) for d in PARAM_DTYPES]}")
+        return saved
+
+    def _check_loaded_shape(self, param: Parameter, shape: Tuple[int, ...], where: str) -> None:
+        if not param._fits(shape):
+            raise MXNetError(f"{where}: shape incompatible expected {param._shape_text()} "
+                             f"vs saved {shape}")
+        if param is self.weight:
+            self._check_divisible("in_channels", shape[0], f"{where}: ")
 
     # -- forward ------------------------------------------------------------------
     def __call__(self, x: Any) -> NDArray:
         return self.forward(x)
 
     def forward(self, x: Any) -> NDArray:
-        """Run ``nd.Deconvolution`` with the layer's parameters (and activation)."""
+        """Run ``nd.Deconvolution`` with the layer's parameters (and activation).
+
+        ``x`` is an NDArray, or anything of real numbers :meth:`Parameter.set_data`
+        takes (copied, as ``nd.array`` does).  A deferred weight is initialised for
+        ``x``'s channels, and kept only if the call succeeds: a bad first batch
+        leaves it deferred."""
         if not isinstance(x, NDArray):
+            _values_arg("data", x)  # a TypeError for strings or objects, not NumPy's
             x = nd.array(x)
+        pending = None
         if self.weight._data is None and self.weight._deferred is not None:
-            groups = self._kwargs["num_group"]
-            self.weight._finish_deferred_init(
-                (x.shape[1], self._channels // groups) + self._kwargs["kernel"])
-            self._in_channels = x.shape[1]
-        weight = self.weight.data()
+            pending = self.weight._deferred_data(self._weight_shape(self._data_channels(x)))
+        weight = self.weight.data() if pending is None else pending
         if self.bias is not None:
-            if self.bias._data is None and self.bias._deferred is not None:
-                self.bias._finish_deferred_init(self.bias.shape)
             out = nd.Deconvolution(x, weight, self.bias.data(), **self._kwargs)
         else:
             out = nd.Deconvolution(x, weight, **self._kwargs)
         if self._activation == "relu":
             out = elementwise.relu(out)
+        if pending is not None:
+            self.weight._install(pending)
         return out
+
+    def _data_channels(self, x: NDArray) -> int:
+        """``x``'s channels, checked as the weight's first dim before it is created."""
+        if x.ndim != self._ndim + 2 or x.shape[1] < 1:
+            raise MXNetError(f"data must have {self._ndim + 2} dimensions ({self._layout}) and "
+                             f"at least one channel, got data shape {x.shape}")
+        self._check_divisible("data channels", x.shape[1])
+        return x.shape[1]
 
     def __repr__(self) -> str:
         kw, ndim = self._kwargs, self._ndim
