@@ -155,8 +155,10 @@ def case_header(record: Dict[str, Any]) -> List[str]:
     check = record["check"]
     if check.get("max_abs_diff"):
         diffs = ", ".join(f"{name} {diff:.2e}" for name, diff in check["max_abs_diff"].items())
-        lines.append(f"   check, max |fwd output - {check['reference']}|: {diffs} "
-                     f"(|ref| max {check['reference_max_abs']:.3g})")
+        verdict = ("all agree" if not check.get("disagree") else
+                   "WRONG: " + ", ".join(check["disagree"]))
+        lines.append(f"   check, max |fwd output (bias included) - {check['reference']}|: "
+                     f"{diffs} (|ref| max {check['reference_max_abs']:.3g}): {verdict}")
     elif check.get("note"):
         lines.append(f"   check: {check['note']}")
     taken = record["info"].get("cpu_taken_by_others") or {}
@@ -257,8 +259,15 @@ def build_contenders(args: argparse.Namespace) -> List[contender.Contender]:
     return chosen
 
 
+#: A forward output (bias included) agrees with the reference's within this
+#: share of the reference's largest magnitude (fp32 accumulation noise is ~1e-6).
+AGREEMENT_RTOL = 1e-4
+
+
 def cross_check(outputs: Dict[str, Any]) -> Dict[str, Any]:
-    """Max abs difference of every forward output against PyTorch's (or the first one)."""
+    """Max abs difference of every forward output (bias included) against
+    PyTorch's (or the first one), and which contenders disagree beyond
+    AGREEMENT_RTOL of the reference's magnitude."""
     import numpy as np
 
     if len(outputs) < 2:
@@ -266,6 +275,7 @@ def cross_check(outputs: Dict[str, Any]) -> Dict[str, Any]:
     reference = next((n for n in (report.TORCH, report.MXNET) if n in outputs),
                      next(iter(outputs)))
     expected = outputs[reference]
+    scale = float(np.max(np.abs(expected))) if expected.size else 0.0
     diffs: Dict[str, float] = {}
     for name, actual in outputs.items():
         if name == reference:
@@ -274,8 +284,10 @@ def cross_check(outputs: Dict[str, Any]) -> Dict[str, Any]:
             diffs[name] = float("inf")
         else:
             diffs[name] = float(np.max(np.abs(actual.astype(np.float64) - expected)))
-    return {"reference": reference, "max_abs_diff": diffs,
-            "reference_max_abs": float(np.max(np.abs(expected)))}
+    tolerance = AGREEMENT_RTOL * scale + 1e-5
+    wrong = sorted(name for name, diff in diffs.items() if not diff <= tolerance)
+    return {"reference": reference, "max_abs_diff": diffs, "reference_max_abs": scale,
+            "tolerance": tolerance, "disagree": wrong}
 
 
 class SlowCallGuard:
@@ -473,6 +485,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not args.no_plot:
         print(report.plot_ratios(args.output_dir / f"{'smoke_' if args.smoke else ''}"
                                                    "ratios.png", records))
+    wrong = [f"{r['case']['layer']}/b{r['case']['batch']}: {', '.join(r['check']['disagree'])}"
+             for r in records if r["check"].get("disagree")]
+    if wrong:
+        print("CORRECTNESS: forward outputs (bias included) disagree with the reference "
+              f"on {len(wrong)} case(s): {'; '.join(wrong)}", file=sys.stderr)
+        return 1
+    print(f"correctness: every forward output (bias included) agrees with the reference "
+          f"on all {len(records)} case(s)")
     return 0
 
 

@@ -49,8 +49,8 @@ class Choice:
         """One line for explain(): what the check found."""
         if self.index is None:
             return f"no oneDNN plan: {self.reason}"
-        text = (f"checked on this geometry against the NumPy float64 path: {self.impl} "
-                f"agreed ({self.seconds * 1e3:.1f} ms to choose)")
+        text = (f"checked on this geometry against the NumPy path (exact small-integer "
+                f"inputs): {self.impl} agreed ({self.seconds * 1e3:.1f} ms to choose)")
         for candidate, why in self.rejected:
             text += f"; rejected {candidate}: {why}"
         return text
@@ -61,13 +61,13 @@ _choices_lock = threading.Lock()
 _warned: set = set()
 
 
-def _choose(geom: DeconvGeometry, candidates: Iterable[Any],
+def _choose(what: str, geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
             check: Callable[[Any], Optional[str]]) -> Tuple[Choice, Any]:
     """The first candidate whose plan passes ``check``, and that plan."""
     start = time.perf_counter()
     rejected: List[Tuple[str, str]] = []
     try:
-        for candidate in candidates:
+        for candidate in candidates():
             try:
                 plan = candidate.build()
             except MXNetError as error:
@@ -82,7 +82,9 @@ def _choose(geom: DeconvGeometry, candidates: Iterable[Any],
     except MXNetError as error:  # oneDNN refused the pass outright
         return Choice(None, rejected=rejected, reason=str(error),
                       seconds=time.perf_counter() - start), None
-    why = "; ".join(f"{c}: {r}" for c, r in rejected) or "oneDNN offers no implementation"
+    why = "; ".join(f"{c}: {r}" for c, r in rejected) or (
+        f"oneDNN {_ops.onednn_version()} has no {what} implementation for this geometry "
+        f"and dtype on this CPU (ISA {_ops.cpu_isa()})")
     return Choice(None, rejected=rejected, reason=why,
                   seconds=time.perf_counter() - start), None
 
@@ -109,7 +111,7 @@ def _plan(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterable[An
         return plan
     choice = _choices.get(key)
     if choice is None:
-        choice, plan = _choose(geom, candidates(), make_check())
+        choice, plan = _choose(key[0].replace("_", " "), geom, candidates, make_check())
         with _choices_lock:
             _choices.setdefault(key, choice)
     elif choice.index is not None:  # chosen by another thread (or before an eviction)

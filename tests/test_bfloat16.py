@@ -16,6 +16,14 @@ from strategies import configs, seeds, wide_channels
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
 BF16 = np.dtype(ml_dtypes.bfloat16)
+# oneDNN has bf16 deconvolution kernels from AVX512_CORE_BF16 on; under a lower
+# ONEDNN_MAX_CPU_ISA (the kernel-family runs of test_kernel_families.py) bf16
+# must go to the NumPy path instead, with the reason in explain().
+BF16_KERNELS = mxdeconv.runtime_info()["cpu_isa"] in (
+    "avx512_core_bf16", "avx512_core_fp16", "avx512_core_amx", "avx512_core_amx_fp16")
+needs_bf16_kernels = pytest.mark.skipif(
+    not BF16_KERNELS, reason="this oneDNN ISA has no bf16 kernels; "
+    "test_bf16_without_kernels_falls_back_to_numpy covers it")
 
 
 def _assert_bf16_close(result, expected, terms):
@@ -31,6 +39,7 @@ def _rounded(cfg, seed):
     return arrays, as64
 
 
+@needs_bf16_kernels
 @settings(max_examples=40, deadline=None)
 @given(cfg=configs(channels=wide_channels, max_groups=2), seed=seeds)
 def test_forward_bf16_on_onednn(cfg, seed):
@@ -42,6 +51,7 @@ def test_forward_bf16_on_onednn(cfg, seed):
     _assert_bf16_close(out, cfg.ref_forward(data64, weight64, bias64), cfg.max_terms)
 
 
+@needs_bf16_kernels
 @settings(max_examples=30, deadline=None)
 @given(cfg=configs(channels=wide_channels, max_groups=2), seed=seeds)
 def test_backward_bf16_on_onednn(cfg, seed):
@@ -70,8 +80,26 @@ def test_bf16_numpy_path_matches_onednn():
     np.testing.assert_allclose(fast, slow, rtol=2.0**-7, atol=1e-6)
 
 
+@needs_bf16_kernels
 def test_explain_names_the_bf16_kernel():
     data = np.ones((1, 16, 4, 4), BF16)
     weight = np.ones((16, 16, 3, 3), BF16)
     text = mxdeconv.explain(data, weight, kernel=(3, 3), num_filter=16)
     assert "onednn would run" in text
+
+
+@pytest.mark.skipif(BF16_KERNELS, reason="this CPU has bf16 kernels: run under "
+                    "ONEDNN_MAX_CPU_ISA=AVX2 (test_kernel_families.py does)")
+def test_bf16_without_kernels_falls_back_to_numpy():
+    rng = np.random.default_rng(4)
+    data = rng.uniform(-1, 1, (2, 16, 5, 5)).astype(BF16)
+    weight = rng.uniform(-1, 1, (16, 8, 3, 3)).astype(BF16)
+    params = dict(kernel=(3, 3), stride=(2, 2), pad=(1, 1), num_filter=8)
+    text = mxdeconv.explain(data, weight, **params)
+    assert "numpy would run" in text and "onednn: no oneDNN plan" in text, text
+    out = nd.Deconvolution(data, weight, **params)
+    assert mxdeconv.last_impl() == "numpy" and out.dtype == BF16
+    grads = nd.Deconvolution_backward(np.ones(out.shape, BF16), data, weight, **params)
+    assert mxdeconv.last_impl() == "numpy" and grads[1].dtype == BF16
+    with mxdeconv.use_impl("onednn"), pytest.raises(mxdeconv.MXNetError, match="forced"):
+        nd.Deconvolution(data, weight, **params)

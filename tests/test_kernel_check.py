@@ -1,0 +1,163 @@
+"""The plan-time kernel check: a oneDNN plan that disagrees never reaches a result.
+
+The realistic-layer suite shows the real defect is caught (oneDNN 3.2's
+brgconv_strided bias); these tests pin the mechanism down independently of
+which kernels this CPU has, by planting wrong candidates in front of oneDNN's.
+"""
+import threading
+import warnings
+
+import numpy as np
+import pytest
+
+import mxdeconv
+from mxdeconv import KernelDefectWarning, _ops, kernel_check, nd, plans
+from mxdeconv.params import infer_geometry, parse_params
+from reference import reference_forward
+
+PARAMS = dict(kernel=(3, 3), stride=(2, 2), pad=(1, 1), num_filter=24, no_bias=False)
+
+
+@pytest.fixture(autouse=True)
+def fresh_planner():
+    plans.clear_choices()
+    mxdeconv.clear_cache()
+    yield
+    plans.clear_choices()
+    mxdeconv.clear_cache()
+
+
+def _arrays(rng, batch=3, channels=20, size=5):
+    data = rng.standard_normal((batch, channels, size, size)).astype(np.float32)
+    weight = (0.1 * rng.standard_normal((channels, 24, 3, 3))).astype(np.float32)
+    bias = rng.standard_normal(24).astype(np.float32)
+    return data, weight, bias
+
+
+def _expected(data, weight, bias):
+    return reference_forward(data, weight, bias, kernel=(3, 3), stride=(2, 2),
+                             dilate=(1, 1), pad_l=(1, 1), pad_r=(1, 1), num_group=1)
+
+
+class WrongPlan:
+    """A real plan whose result gets the bias added once more, like brgconv_strided."""
+
+    def __init__(self, plan):
+        self._plan = plan
+
+    def __getattr__(self, name):
+        return getattr(self._plan, name)
+
+    def run_plain(self, src, weights, bias, dst_init=None):
+        out = self._plan.run_plain(src, weights, bias, dst_init)
+        return out + bias.reshape((1, -1) + (1,) * (out.ndim - 2))
+
+
+class WrongCandidate:
+    def __init__(self, real):
+        self._real = real
+        self.index, self.family, self.bias_fused = -1, "any", True
+        self.impl = "planted:wrong_bias"
+
+    def build(self):
+        return WrongPlan(self._real.build())
+
+    def __repr__(self):
+        return f"Candidate({self.impl})"
+
+
+def _plant(monkeypatch, how_many=1, all_wrong=False):
+    real = _ops.forward_candidates
+
+    def candidates(*args):
+        found = list(real(*args))
+        planted = [WrongCandidate(found[0]) for _ in range(how_many)]
+        return iter(planted if all_wrong else planted + found)
+    monkeypatch.setattr(_ops, "forward_candidates", candidates)
+
+
+def test_a_disagreeing_plan_is_replaced_with_one_warning(monkeypatch):
+    _plant(monkeypatch)
+    data, weight, bias = _arrays(np.random.default_rng(0))
+    with pytest.warns(KernelDefectWarning, match=r"planted:wrong_bias .*gave a wrong result"):
+        out = nd.Deconvolution(data, weight, bias, **PARAMS)
+    assert mxdeconv.last_impl() == "onednn"
+    np.testing.assert_allclose(out.asnumpy(), _expected(data, weight, bias), rtol=1e-4,
+                               atol=1e-4)
+    text = mxdeconv.explain(data, weight, bias, **PARAMS)
+    assert "rejected Candidate(planted:wrong_bias)" in text and "values wrong" in text
+    with warnings.catch_warnings():  # once per kernel and geometry
+        warnings.simplefilter("error", KernelDefectWarning)
+        nd.Deconvolution(data, weight, bias, **PARAMS)
+
+
+def test_no_agreeing_plan_sends_the_call_to_numpy(monkeypatch):
+    _plant(monkeypatch, all_wrong=True)
+    data, weight, bias = _arrays(np.random.default_rng(1))
+    with pytest.warns(KernelDefectWarning):
+        out = nd.Deconvolution(data, weight, bias, **PARAMS)
+    assert mxdeconv.last_impl() == "numpy"
+    np.testing.assert_allclose(out.asnumpy(), _expected(data, weight, bias), rtol=1e-4,
+                               atol=1e-4)
+    text = mxdeconv.explain(data, weight, bias, **PARAMS)
+    assert "numpy would run" in text and "no oneDNN plan" in text
+    with mxdeconv.use_impl("onednn"), pytest.raises(mxdeconv.MXNetError, match="forced"):
+        nd.Deconvolution(data, weight, bias, **PARAMS)
+
+
+def test_the_check_runs_once_per_geometry_not_per_call_or_thread(monkeypatch):
+    calls = []
+    real = kernel_check.forward_check
+
+    def counting(*args):
+        check = real(*args)
+
+        def counted(plan):
+            calls.append(plan.impl)
+            return check(plan)
+        return counted
+    monkeypatch.setattr(kernel_check, "forward_check", counting)
+    data, weight, bias = _arrays(np.random.default_rng(2))
+    for _ in range(3):
+        nd.Deconvolution(data, weight, bias, **PARAMS)
+    checked = len(calls)
+    assert checked >= 1
+    errors = []
+
+    def other_thread():
+        try:
+            out = nd.Deconvolution(data, weight, bias, **PARAMS)
+            np.testing.assert_allclose(out.asnumpy(), _expected(data, weight, bias),
+                                       rtol=1e-4, atol=1e-4)
+        except Exception as error:  # noqa: BLE001
+            errors.append(error)
+    thread = threading.Thread(target=other_thread)
+    thread.start()
+    thread.join()
+    assert not errors and len(calls) == checked  # the other thread reused the choice
+
+
+@pytest.mark.parametrize("what", ["forward", "accumulate", "backward_data",
+                                  "backward_weights"])
+def test_every_check_accepts_oneDNNs_correct_plain_kernel(what):
+    """The check itself is right: oneDNN's plain-layout gemm kernel agrees."""
+    geom = infer_geometry(parse_params(PARAMS), (3, 20, 5, 5))
+    if what in ("forward", "accumulate"):
+        candidates = _ops.forward_candidates(geom, "float32", False, what == "accumulate")
+        check = kernel_check.forward_check(geom, "float32", what == "accumulate")
+    elif what == "backward_data":
+        candidates = _ops.backward_data_candidates(geom, "float32")
+        check = kernel_check.backward_data_check(geom, "float32")
+    else:
+        candidates = _ops.backward_weights_candidates(geom, "float32")
+        check = kernel_check.backward_weights_check(geom, "float32")
+    plain = next(c for c in candidates if c.family == "plain" and c.bias_fused)
+    assert check(plain.build()) is None
+
+
+def test_the_check_catches_a_bias_applied_twice():
+    geom = infer_geometry(parse_params(PARAMS), (3, 20, 5, 5))
+    check = kernel_check.forward_check(geom, "float32", False)
+    real = next(iter(_ops.forward_candidates(geom, "float32", False, False)))
+    reason = check(WrongPlan(real.build()))
+    assert reason is not None and "values wrong" in reason
