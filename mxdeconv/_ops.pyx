@@ -221,6 +221,9 @@ def _after_fork_in_child():
     if _team_started:
         _forked_child = True
         _set_threads(1)
+        state = getattr(_tls, "state", None)
+        if state is not None:  # its primitives were planned for the parent's team
+            (<ThreadState>state).cache.clear()
 
 
 _clamp_environment_threads()
@@ -632,8 +635,11 @@ def clear_cache():
 # Reorders
 # ----------------------------------------------------------------------------
 cdef Primitive reorder_primitive(MemoryDesc src, MemoryDesc dst, bint accumulate):
-    key = ("reorder", src.key, dst.key, accumulate)
-    cdef LRUCache lru = thread_cache()
+    cdef ThreadState state = thread_state()
+    # The thread count is part of the key: oneDNN plans a primitive's OpenMP
+    # team when it creates it.
+    key = ("reorder", src.key, dst.key, accumulate, thread_count(state))
+    cdef LRUCache lru = state.cache
     cdef Primitive prim = lru.get(key)
     if prim is not None:
         return prim

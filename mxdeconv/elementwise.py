@@ -43,9 +43,18 @@ def _operands(lhs: Any, rhs: Any, name: str) -> Tuple[Optional[NDArray], Optiona
     if len(dtypes) > 1:
         raise MXNetError(f"{name}: operands have different dtypes {sorted(map(str, dtypes))}")
     dtype = dtypes.pop()
-    values = [np.asarray(v, dtype=dtype) if a is None else _plain(a)
-              for a, v in zip(arrays, (lhs, rhs))]
+    values = [_number(name, side, v, dtype) if a is None else _plain(a)
+              for a, v, side in zip(arrays, (lhs, rhs), ("lhs", "rhs"))]
     return arrays[0], arrays[1], values[0], values[1], dtype
+
+
+def _number(name: str, side: str, value: numbers.Number, dtype: np.dtype) -> np.ndarray:
+    """A Python number as a 0-d array of the operation's dtype."""
+    try:
+        return np.asarray(value, dtype=dtype)
+    except (OverflowError, TypeError, ValueError):
+        text = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+        raise MXNetError(f"{name}: {side} {text} does not fit in {dtype}") from None
 
 
 def _binary(ufunc: np.ufunc, name: str, lhs: Any, rhs: Any) -> NDArray:

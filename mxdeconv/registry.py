@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
@@ -21,11 +22,22 @@ from .base import MXNetError
 ONEDNN, NUMPY = "onednn", "numpy"
 
 
+_FALSE_WORDS = ("0", "false", "off", "no")
+_TRUE_WORDS = ("1", "true", "on", "yes", "")
+
+
 def _env_enabled() -> bool:
+    """The oneDNN switch from the environment; an unknown value warns and leaves it on."""
     for name in ("MXDECONV_ONEDNN", "MXNET_MKLDNN_ENABLED"):
         value = os.environ.get(name)
-        if value is not None and value.strip().lower() in ("0", "false", "off", "no"):
+        if value is None:
+            continue
+        word = value.strip().lower()
+        if word in _FALSE_WORDS:
             return False
+        if word not in _TRUE_WORDS:
+            warnings.warn(f"{name}={value!r} is not one of {_FALSE_WORDS + _TRUE_WORDS[:-1]}; "
+                          "the oneDNN path stays enabled", RuntimeWarning, stacklevel=2)
     return True
 
 
@@ -159,6 +171,10 @@ def set_onednn_enabled(enabled: bool) -> bool:
     >>> _ = mxdeconv.set_onednn_enabled(previous)
     """
     global _onednn_enabled
+    if not (isinstance(enabled, bool) or type(enabled).__name__ == "bool_"
+            or isinstance(enabled, int) and enabled in (0, 1)):
+        raise TypeError(f"set_onednn_enabled: enabled must be a bool, got {enabled!r} "
+                        f"of type {type(enabled).__name__}")
     previous, _onednn_enabled = _onednn_enabled, bool(enabled)
     return previous
 
