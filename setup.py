@@ -33,19 +33,29 @@ dnnl_library = _installed_file("onednn-cpu-gomp", "libdnnl.so.3")
 SANITIZE = os.environ.get("MXDECONV_SANITIZE", "").strip().lower() not in ("", "0", "no", "off")
 SANITIZER_FLAGS = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-g"]
 
-extension = Extension(
-    "mxdeconv._ops",
-    sources=["mxdeconv/_ops.pyx"],
+COMMON = dict(
     include_dirs=[str(dnnl_header.parents[2]), numpy.get_include()],
-    library_dirs=[str(dnnl_library.parent)],
-    libraries=[":libdnnl.so.3", "gomp"],
-    # site-packages/mxdeconv/_ops*.so -> <prefix>/lib, where the runtime wheel
-    # puts libdnnl.so.3; editable installs rely on the preload in _loader.py.
-    runtime_library_dirs=["$ORIGIN/../../.."],
     define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
     extra_compile_args=["-O1"] + SANITIZER_FLAGS if SANITIZE else ["-O2"],
     extra_link_args=SANITIZER_FLAGS if SANITIZE else [],
     language="c",
 )
+extensions = [
+    # Aligned array memory, for the NDArray layer and the oneDNN layer.
+    Extension("mxdeconv.buffers", sources=["mxdeconv/buffers.pyx"], **COMMON),
+    # The oneDNN layer: the only module that calls oneDNN.
+    Extension(
+        "mxdeconv._ops",
+        sources=["mxdeconv/_ops.pyx"],
+        library_dirs=[str(dnnl_library.parent)],
+        libraries=[":libdnnl.so.3", "gomp"],
+        # site-packages/mxdeconv/_ops*.so -> <prefix>/lib, where the runtime wheel
+        # puts libdnnl.so.3; editable installs rely on the preload in _loader.py.
+        runtime_library_dirs=["$ORIGIN/../../.."],
+        **COMMON),
+    # NDArrays in and out of oneDNN plans, and prepared calls: reaches oneDNN
+    # only through _ops' C-level interface (_ops.pxd).
+    Extension("mxdeconv._exec", sources=["mxdeconv/_exec.pyx"], **COMMON),
+]
 
-setup(ext_modules=cythonize([extension], compiler_directives={"language_level": "3"}))
+setup(ext_modules=cythonize(extensions, compiler_directives={"language_level": "3"}))

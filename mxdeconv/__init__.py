@@ -19,8 +19,8 @@ from .registry import last_impl, onednn_enabled, set_onednn_enabled, use_impl
 
 __version__ = "0.1.0"
 
-__all__ = ["Float16OverflowWarning", "KernelDefectWarning", "MXNetError", "NDArray", "autograd", "cache_info",
-           "clear_cache", "explain", "gluon",
+__all__ = ["Float16OverflowWarning", "KernelDefectWarning", "MXNetError", "NDArray",
+           "autograd", "cache_info", "clear_cache", "explain", "gluon",
            "get_num_threads", "is_training", "last_impl", "nd", "onednn_enabled",
            "predict_mode", "reorder_counts", "reset_reorder_counts", "runtime_info",
            "set_cache_capacity", "set_num_threads", "set_onednn_enabled",

@@ -20,13 +20,11 @@ import warnings
 
 import numpy as np
 cimport numpy as cnp
-from libc.stdint cimport int64_t
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 
 from ._dnnl cimport *
 from .base import MXNetError
-from .buffers import aligned_bytes, aligned_empty
-from .ndarray import NDArray
+from .buffers cimport aligned_bytes, aligned_empty
 
 cnp.import_array()
 
@@ -85,9 +83,6 @@ cdef class LRUCache:
 
     ``capacity`` None follows the primitive-cache bound (set_cache_capacity).
     """
-    cdef object entries
-    cdef object fixed_capacity
-    cdef readonly long hits, misses, evictions
 
     def __cinit__(self, capacity=None):
         self.entries = OrderedDict()
@@ -140,9 +135,6 @@ cdef bint _forked_child = False   # forked after a team ran: more threads would 
 cdef class ThreadState:
     """What each Python thread owns: a oneDNN stream (streams are not
     thread-safe), its primitive cache and the OpenMP thread count applied."""
-    cdef dnnl_stream_t stream
-    cdef LRUCache cache
-    cdef long epoch
 
     def __cinit__(self):
         check(dnnl_stream_create(&self.stream, engine(), dnnl_stream_default_flags),
@@ -289,9 +281,6 @@ cdef class MemoryDesc:
     chose), ``dims``, ``dtype``, ``size`` (bytes, padding included) and
     ``key`` (hashable, for caches).
     """
-    cdef dnnl_memory_desc_t md
-    cdef readonly object layout, dims, dtype, key
-    cdef readonly size_t size
 
     def __dealloc__(self):
         if self.md != NULL:
@@ -420,18 +409,12 @@ cdef class Layout:
     ``groups``) beside the descriptor, and two layouts are interchangeable only
     when both agree.
     """
-    cdef readonly MemoryDesc desc, plain
-    cdef readonly str role
-    cdef readonly tuple shape
-    cdef readonly int groups
-    cdef readonly bint is_plain
-    cdef readonly object np_dtype
 
     @property
     def name(self):
         return self.desc.layout
 
-    cdef inline bint same_tensor(self, Layout other):
+    cdef bint same_tensor(self, Layout other):
         return (self.role == other.role and self.shape == other.shape
                 and self.groups == other.groups)
 
@@ -478,7 +461,6 @@ cdef object plain_view(cnp.ndarray buffer, Layout layout):
 cdef class PrimitiveDesc:
     """An owned oneDNN primitive descriptor; ``next_impl()`` moves to oneDNN's
     next implementation of the same operation."""
-    cdef dnnl_primitive_desc_t pd
 
     def __dealloc__(self):
         if self.pd != NULL:
@@ -513,7 +495,6 @@ cdef class PrimitiveDesc:
 cdef class Attr:
     """Owned primitive attributes; ``accumulate`` adds a sum post-op
     (dst = dst + result: MXNet's req=kAddTo in one pass)."""
-    cdef dnnl_primitive_attr_t attr
 
     def __cinit__(self, bint accumulate):
         cdef dnnl_post_ops_t post_ops = NULL
@@ -533,20 +514,12 @@ cdef class Attr:
             dnnl_primitive_attr_destroy(self.attr)
 
 
-cdef enum:
-    MAX_ARGS = 6
-
-
 cdef class Primitive:
     """A oneDNN primitive with one memory object per execution argument.
 
     The memory objects are created once; each execution only swaps the data
     handles, so a cached primitive costs no allocation per call.
     """
-    cdef dnnl_primitive_t prim
-    cdef dnnl_exec_arg_t args[MAX_ARGS]
-    cdef int nargs
-    cdef readonly str impl
 
     def __dealloc__(self):
         cdef int i
@@ -651,10 +624,6 @@ cdef Primitive reorder_primitive(MemoryDesc src, MemoryDesc dst, bint accumulate
     prim = make_primitive(pd, [(DNNL_ARG_FROM, src), (DNNL_ARG_TO, dst)])
     lru.put(key, prim)
     return prim
-
-
-cdef inline void *data_ptr(cnp.ndarray buffer):
-    return cnp.PyArray_DATA(buffer)
 
 
 cdef int run_reorder(MemoryDesc src, cnp.ndarray src_buf, MemoryDesc dst,
@@ -805,11 +774,6 @@ cdef class Candidate:
     """One way oneDNN offers to run a pass: a descriptor positioned on one
     implementation, and how it was asked for.  ``build()`` creates its plan
     (compiling the kernel): candidates are cheap, plans are not."""
-    cdef readonly PrimitiveDesc pd
-    cdef readonly str family, impl
-    cdef readonly bint bias_fused
-    cdef readonly int index      # position in the enumeration (stable per machine)
-    cdef object builder
 
     @property
     def is_reference(self):
@@ -827,11 +791,6 @@ cdef class Candidate:
 cdef class ForwardPlan:
     """The forward pass of one geometry: a deconvolution primitive and, when
     the bias cannot be fused, a binary primitive that adds it in place."""
-    cdef readonly Primitive prim, bias_prim
-    cdef readonly Layout src, weights, bias, dst
-    cdef readonly str impl, family
-    cdef readonly bint bias_fused
-    cdef public object verdict   # the planner's check result, for explain()
 
     cdef int run(self, void *src, void *weights, void *bias, void *dst) except -1:
         cdef void *handles[4]
@@ -962,10 +921,6 @@ def forward_candidates(geom, str dtype, bint training, bint accumulate):
 
 cdef class BackwardDataPlan:
     """diff_src = backward data(diff_dst, weights)."""
-    cdef readonly Primitive prim
-    cdef readonly Layout diff_dst, weights, diff_src
-    cdef readonly str impl, family
-    cdef public object verdict
 
     cdef int run(self, void *diff_dst, void *weights, void *diff_src) except -1:
         cdef void *handles[3]
@@ -982,10 +937,6 @@ cdef class BackwardDataPlan:
 
 cdef class BackwardWeightsPlan:
     """diff_weights (and diff_bias) = backward weights(src, diff_dst)."""
-    cdef readonly Primitive prim
-    cdef readonly Layout src, diff_dst, diff_weights, diff_bias
-    cdef readonly str impl, family
-    cdef public object verdict
 
     cdef int run(self, void *src, void *diff_dst, void *diff_weights,
                  void *diff_bias) except -1:
@@ -1079,158 +1030,6 @@ cdef BackwardDataPlan build_backward_data(Geometry g, Candidate c):
                                       (DNNL_ARG_WEIGHTS, plan.weights.desc),
                                       (DNNL_ARG_DIFF_SRC, plan.diff_src.desc)])
     return plan
-
-
-# ----------------------------------------------------------------------------
-# NDArrays in and out of the layouts primitives want
-# ----------------------------------------------------------------------------
-cdef cnp.ndarray input_buffer(arr, Layout wanted, label):
-    """``arr``'s values in layout ``wanted``: its own buffer, or a reordered
-    temporary (counted under ``label`` in reorder_counts())."""
-    buffer, have = arr._state
-    if have is None:
-        if wanted.is_plain:
-            return buffer
-        return reordered(wanted.plain, buffer, wanted.desc, label)
-    if have is wanted or have == wanted:
-        return buffer
-    if (<Layout>have).same_tensor(wanted):
-        return reordered((<Layout>have).desc, buffer, wanted.desc, label)
-    # The bytes hold another tensor's layout (the array was a weight, now it is
-    # data, say): its values go through the default layout first.
-    buffer = arr._plain()
-    if wanted.is_plain:
-        return buffer
-    return reordered(wanted.plain, buffer, wanted.desc, label)
-
-
-cdef cnp.ndarray weight_buffer(weight, Layout wanted, bint training):
-    """Inference keeps the weight in the primitive's layout after the first
-    reorder (MXNet's MKLDNNDataReorderAsync), unless its memory is exposed;
-    training leaves the NDArray in the default layout so optimizer code sees
-    plain memory (Reorder2DefaultAsync)."""
-    if training:
-        if weight._state[1] is not None:
-            weight._plain()
-        return input_buffer(weight, wanted, "weights")
-    buffer = input_buffer(weight, wanted, "weights")
-    state = weight._state
-    if buffer is not state[0]:
-        if wanted.is_plain:
-            weight._adopt(state, plain_view(buffer, wanted), None)
-        else:
-            weight._adopt(state, buffer, wanted)
-    return buffer
-
-
-cdef class Output:
-    """Where a primitive writes one result, and how it reaches its target.
-
-    With no target array the primitive writes a fresh buffer in its preferred
-    layout (or, for ``plain`` results such as weight gradients, a default-layout
-    array).  With a target in the primitive's layout it writes in place (for
-    req=add only when the primitive itself accumulates).  Otherwise it writes a
-    temporary that a reorder then writes or adds into the target.
-    """
-    cdef object target
-    cdef cnp.ndarray buffer, target_buffer
-    cdef Layout layout
-    cdef MemoryDesc target_desc
-    cdef bint accumulate, finish
-
-
-cdef Output make_output(Layout layout, target, bint accumulate, bint fused_accumulate,
-                        bint plain):
-    cdef Output o = Output.__new__(Output)
-    o.layout, o.accumulate, o.finish = layout, accumulate, False
-    if target is None:
-        if not plain or layout.is_plain:
-            o.buffer = new_buffer(layout.desc)
-            return o
-        target = NDArray(aligned_empty(layout.shape, layout.np_dtype))
-    o.target = target
-    buffer, have = target._state
-    if have is not None and not (<Layout>have).same_tensor(layout):
-        buffer, have = target._plain(), None   # another tensor's layout: values first
-    o.target_buffer = buffer
-    o.target_desc = layout.plain if have is None else (<Layout>have).desc
-    in_place = layout.is_plain if have is None else (have is layout or have == layout)
-    if in_place and (fused_accumulate or not accumulate):
-        o.buffer = buffer
-        return o
-    o.buffer = new_buffer(layout.desc)
-    o.finish = True
-    if accumulate and fused_accumulate:  # the primitive adds onto dst: seed it
-        run_reorder(o.target_desc, o.target_buffer, layout.desc, o.buffer, False, "out")
-        o.accumulate = False
-    return o
-
-
-cdef object finish_output(Output o):
-    """The result NDArray, after the reorder into its target if one is due."""
-    if o.finish:
-        run_reorder(o.layout.desc, o.buffer, o.target_desc, o.target_buffer, o.accumulate,
-                    "out")
-    if o.target is not None:
-        o.target._bump()
-        return o.target
-    if o.layout.is_plain:
-        return NDArray(plain_view(o.buffer, o.layout))
-    return NDArray(o.buffer, o.layout)
-
-
-def deconv_forward(ForwardPlan plan, data, weight, bias, out, bint accumulate,
-                   bint training):
-    """Run the forward pass; returns ``out`` or a new NDArray (maybe blocked)."""
-    # Every buffer stays in a local until run(): a temporary must outlive the
-    # execution that reads it.
-    src = input_buffer(data, plan.src, "data")
-    wei = weight_buffer(weight, plan.weights, training)
-    bias_buf = None if plan.bias is None else input_buffer(bias, plan.bias, "bias")
-    cdef Output dst = make_output(plan.dst, out, accumulate, True, False)
-    plan.run(data_ptr(src), data_ptr(wei),
-             NULL if bias_buf is None else data_ptr(bias_buf), data_ptr(dst.buffer))
-    return finish_output(dst)
-
-
-def deconv_backward(BackwardDataPlan data_plan, BackwardWeightsPlan weights_plan, out_grad,
-                    data, weight, tuple grads, tuple accumulate, tuple needed):
-    """Run the backward passes; returns ``(data_grad, weight_grad, bias_grad)``.
-
-    ``grads`` holds target arrays (or None), ``accumulate`` and ``needed``
-    one flag per gradient.  Backward primitives take no sum post-op, so req=add
-    goes through a temporary that a reorder with a sum post-op adds in.
-    """
-    cdef Output diff_src, diff_weights, diff_bias
-    results = [None, None, None]
-    diff_dst = None
-    if needed[0]:
-        diff_dst = input_buffer(out_grad, data_plan.diff_dst, "out_grad")
-        if weight._state[1] is not None:
-            weight._plain()
-        diff_src = make_output(data_plan.diff_src, grads[0], accumulate[0], False, False)
-        weight_buf = input_buffer(weight, data_plan.weights, "weights")
-        data_plan.run(data_ptr(diff_dst), data_ptr(weight_buf), data_ptr(diff_src.buffer))
-        results[0] = finish_output(diff_src)
-    if needed[1] or needed[2]:
-        diff_weights = make_output(weights_plan.diff_weights,
-                                   grads[1] if needed[1] else None, accumulate[1], False,
-                                   needed[1])
-        src_buf = input_buffer(data, weights_plan.src, "data")
-        if diff_dst is None or not weights_plan.diff_dst == data_plan.diff_dst:
-            diff_dst = input_buffer(out_grad, weights_plan.diff_dst, "out_grad")
-        bias_target = None
-        if weights_plan.diff_bias is not None:
-            diff_bias = make_output(weights_plan.diff_bias, grads[2] if needed[2] else None,
-                                    accumulate[2], False, True)
-            bias_target = diff_bias.buffer
-        weights_plan.run(data_ptr(src_buf), data_ptr(diff_dst), data_ptr(diff_weights.buffer),
-                         NULL if bias_target is None else data_ptr(bias_target))
-        if needed[1]:
-            results[1] = finish_output(diff_weights)
-        if needed[2] and weights_plan.diff_bias is not None:
-            results[2] = finish_output(diff_bias)
-    return tuple(results)
 
 
 # ----------------------------------------------------------------------------

@@ -10,14 +10,15 @@ from typing import Any, List
 
 from . import plans
 from ._loader import ops as _ops
-from .deconvolution import BACKWARD, _DTYPE_NAMES, make_call
+from .dtypes import ONEDNN_NAMES
+from .validation import BACKWARD, make_call
 
 
 def _plan(data: Any, weight: Any, bias: Any, params: dict, training: bool, purpose: str):
     if _ops is None:
         raise ImportError("the oneDNN extension is not built")
     call = make_call(data, weight, bias, params, training, purpose)
-    dtype = _DTYPE_NAMES[call.dtype]
+    dtype = ONEDNN_NAMES[call.dtype]
     if purpose == BACKWARD:
         plan = plans.backward_plans(call.geom, dtype)
     else:

@@ -1,315 +1,148 @@
-"""The Deconvolution operator: argument checks, its two implementations, dispatch.
+"""The Deconvolution operator's entry points: forward, backward, explain.
 
-Everything a user can get wrong is checked here, before any buffer is
-written, so that an error leaves inputs and outputs untouched.  The checked
-call then goes to the oneDNN implementation (``_ops``) when its support check
-passes, otherwise to the NumPy fallback.
+A call whose signature (parameters, array shapes and dtypes, mode, req,
+thread count, dispatch switches) was seen before in this thread runs through
+its prepared call (``_exec``), which checks only what can change between
+calls.  Any other call takes the full path here: :mod:`~mxdeconv.validation`
+checks everything before a buffer is written, the registry picks the
+implementation (oneDNN when its support check passes, else NumPy), results
+reach ``out=``/``grads=`` targets through :mod:`~mxdeconv.commit`, and a
+oneDNN call leaves a prepared call behind for the next one.
 """
 from __future__ import annotations
 
-import math
-import warnings
-from dataclasses import dataclass
-from typing import Any, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, List, Optional, Sequence, Tuple, Union
 
-import numpy as np
+from . import impl_numpy, impl_onednn, registry, tape
+from .base import MXNetError
+from .commit import aliased, store_result
+from .ndarray import NDArray
+from .validation import BACKWARD, as_input, check_array, check_req, check_target, make_call
 
-from . import autograd, fallback, plans, registry
-from ._loader import ERROR as EXTENSION_ERROR
-from ._loader import ops as _ops
-from .base import Float16OverflowWarning, MXNetError
-from .buffers import PHYSICAL_MEMORY, check_fits
-from .ndarray import BFLOAT16, NDArray, as_ndarray, array
-from .params import DeconvGeometry, _as_bool, check_shape, infer_geometry, parse_params
-
-REQS = ("write", "inplace", "add", "null")
-# float16 has no oneDNN kernels on CPUs without AVX-512 FP16: it stays on NumPy.
-ONEDNN_DTYPES = (np.dtype(np.float32),) + ((BFLOAT16,) if BFLOAT16 is not None else ())
+_exec = impl_onednn._exec  # the extension's glue, or None when it failed to load
 OPERATOR = registry.operator("Deconvolution")
-FORWARD, BACKWARD = "forward", "backward"
+OPERATOR.register(registry.Implementation(registry.ONEDNN, impl_onednn.supports,
+                                          impl_onednn.forward, impl_onednn.backward))
+OPERATOR.register(registry.Implementation(registry.NUMPY, impl_numpy.supports,
+                                          impl_numpy.forward, impl_numpy.backward))
+_GRAD_NAMES = ("data_grad", "weight_grad", "bias_grad")
 
 
-@dataclass
-class Call:
-    """A validated Deconvolution call: which pass, on what, in which mode.
-
-    ``accumulate`` (forward only): the result is added onto ``out=`` by the
-    primitive itself.  ``plan`` is filled in by the oneDNN support check.
-    """
-
-    geom: DeconvGeometry
-    data: NDArray
-    weight: NDArray
-    bias: Optional[NDArray]
-    training: bool
-    purpose: str = FORWARD
-    accumulate: bool = False
-    plan: Any = None
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self.data.dtype
-
-
-def _check_req(name: str, req: Any) -> str:
-    if not isinstance(req, str):
-        raise TypeError(f"{name} must be a string, one of {REQS}, got {req!r} "
-                        f"of type {type(req).__name__}")
-    if req not in REQS:
-        raise MXNetError(f"{name} must be one of {REQS}, got {req!r}")
-    # "inplace" is "write": a target that shares memory with an input is
-    # detected (see _aliased) and written only after the computation.
-    return "write" if req == "inplace" else req
-
-
-def _check_array(name: str, arr: NDArray, shape: Sequence[int], dtype: np.dtype) -> None:
-    check_shape(name, arr.shape, shape)
-    if arr.dtype != dtype:
-        raise MXNetError(f"{name} dtype mismatch: expected {dtype}, got {arr.dtype}")
-
-
-def _check_target(name: str, arr: Any, shape: Sequence[int], dtype: np.dtype) -> None:
-    """An array a result is written into: an NDArray of the right shape and dtype
-    whose memory can be written as one C-contiguous block."""
-    if not isinstance(arr, NDArray):
-        raise TypeError(f"{name} must be an NDArray, got {type(arr).__name__}")
-    _check_array(name, arr, shape, dtype)
-    buffer, layout = arr._state
-    if layout is None:
-        if not buffer.flags.writeable:
-            raise MXNetError(f"{name} must be writeable, got a read-only array")
-        if not buffer.flags.c_contiguous:
-            raise MXNetError(f"{name} must be C-contiguous, got strides "
-                             f"{buffer.strides} for shape {arr.shape}")
-
-
-def _input(value: Any, name: str) -> NDArray:
-    """An NDArray whose default-layout buffer is C-contiguous (copies otherwise)."""
-    arr = as_ndarray(value, name)
-    buffer, layout = arr._state
-    if layout is None and not buffer.flags.c_contiguous:
-        arr = array(buffer)
-    return arr
-
-
-def make_call(data: Any, weight: Any, bias: Any, params: dict,
-              training: Optional[bool], purpose: str = FORWARD) -> Call:
-    """Validate inputs and parameters; copies NumPy inputs (never aliases them)."""
-    param = parse_params(params)
-    training = autograd.is_training() if training is None else _as_bool("train", training)
-    data = _input(data, "data")
-    weight = _input(weight, "weight")
-    geom = infer_geometry(param, data.shape)
-    _check_array("weight", weight, geom.weight_shape, data.dtype)
-    if param.no_bias:
-        if bias is not None:
-            raise MXNetError("bias was given but no_bias=True; pass no_bias=False to use it")
-    else:
-        if bias is None:
-            raise MXNetError(f"no_bias=False needs a bias of shape {geom.bias_shape}")
-        bias = _input(bias, "bias")
-        _check_array("bias", bias, geom.bias_shape, data.dtype)
-    check_fits(f"the output of shape {geom.out_shape}",
-               math.prod(geom.out_shape) * data.dtype.itemsize)
-    return Call(geom, data, weight, bias, training, purpose)
-
-
-def _aliased(target: Optional[NDArray], others: Iterable[Optional[NDArray]]) -> bool:
-    """Whether ``target`` is, or may share memory with, one of ``others``."""
-    if target is None:
-        return False
-    for other in others:
-        if other is not None and (other is target or np.may_share_memory(
-                other._state[0], target._state[0])):
-            return True
-    return False
-
-
-# -- the NumPy implementation ---------------------------------------------------
-_FLOAT16 = np.dtype(np.float16)
-_FLOAT16_MAX = float(np.finfo(np.float16).max)
-
-
-def _final_values(result: np.ndarray, target: Optional[NDArray], req: str) -> np.ndarray:
-    """What ``target`` will hold: ``result``, or for req=add ``target + result``
-    (float16 sums are formed in float32 so that an overflow can be seen)."""
-    if target is None or req != "add":
-        return result
-    plain = target._plain()
-    if result.dtype == _FLOAT16:
-        return plain.astype(np.float32) + result
-    return result  # added in place by _store
-
-
-def _check_float16_overflow(names: Sequence[str], values: Sequence[Optional[np.ndarray]],
-                            inputs: Sequence[Optional[NDArray]]) -> None:
-    """Warn (:class:`Float16OverflowWarning`) before anything is stored when a
-    float16 result has a finite value beyond float16's range: it becomes +-inf.
-    Results that are inf because an input holds inf or NaN are propagation, not
-    overflow, and do not warn."""
-    messages = []
-    for name, value in zip(names, values):
-        if value is None or value.size == 0:
-            continue
-        big = int(np.count_nonzero(np.abs(value) > _FLOAT16_MAX))
-        if big:
-            messages.append(f"{name}: {big} of {value.size} values")
-    if messages and all(np.isfinite(np.asarray(a)).all() for a in inputs if a is not None):
-        warnings.warn(Float16OverflowWarning(
-            f"float16 overflow: {'; '.join(messages)} exceed float16's largest finite "
-            f"value {_FLOAT16_MAX:g} and are stored as +-inf (they were computed in "
-            "float32; use float32 inputs to keep them)"), stacklevel=5)
-
-
-def _store(value: np.ndarray, target: Optional[NDArray], req: str) -> NDArray:
-    """Write (or add) ``value`` from :func:`_final_values` into ``target``, or wrap
-    it in a new NDArray of the call's dtype."""
-    if target is None:
-        return array(value, dtype=value.dtype)
-    plain = target._plain()
-    with np.errstate(over="ignore", invalid="ignore"):  # IEEE inf/NaN, warned above
-        if req == "add" and value.dtype == plain.dtype:
-            plain += value
-        else:  # write, or a float16 sum formed in float32
-            np.copyto(plain, value, casting="unsafe")
-    target._bump()
-    return target
-
-
-def _plain(arr: Optional[NDArray]) -> Optional[np.ndarray]:
-    return None if arr is None else arr._plain()
-
-
-def _numpy_forward(call: Call, out: Optional[NDArray], req: str) -> NDArray:
-    data, weight, bias = _plain(call.data), _plain(call.weight), _plain(call.bias)
-    with np.errstate(over="ignore", invalid="ignore"):  # NaN/inf propagate silently
-        result = fallback.forward(call.geom, data, weight, bias)
-    value = _final_values(result, out, req)
-    if result.dtype == _FLOAT16:
-        _check_float16_overflow(("output",), (value,), (data, weight, bias))
-    return _store(value, out, req)
-
-
-def _numpy_backward(call: Call, out_grad: NDArray, grads, reqs) -> Tuple:
-    needed = [r != "null" for r in reqs]
-    og, data, weight = _plain(out_grad), _plain(call.data), _plain(call.weight)
-    with np.errstate(over="ignore", invalid="ignore"):
-        results = fallback.backward(call.geom, og, data, weight, *needed)
-    values = [None if r is None else _final_values(r, g, q)
-              for r, g, q in zip(results, grads, reqs)]
-    if data.dtype == _FLOAT16:  # every check before the first store
-        _check_float16_overflow(("data_grad", "weight_grad", "bias_grad"), values,
-                                (og, data, weight))
-    return tuple(None if v is None else _store(v, g, q)
-                 for v, g, q in zip(values, grads, reqs))
-
-
-def _numpy_workspace(call: Call) -> int:
-    """Bytes the fallback allocates at most for ``call`` (either pass): the
-    im2col columns, the uncropped canvas and the result."""
-    geom, param = call.geom, call.geom.param
-    batch = geom.data_shape[0]
-    cols = batch * param.num_filter * math.prod(param.kernel) * math.prod(geom.spatial_in)
-    canvas = batch * param.num_filter * math.prod(fallback._canvas_extent(geom))
-    out = math.prod(geom.out_shape)
-    return (cols + canvas + out) * fallback.compute_dtype(call.dtype).itemsize
-
-
-def _numpy_supports(call: Call) -> Optional[str]:
-    need = _numpy_workspace(call)
-    if need > PHYSICAL_MEMORY:
-        return (f"the NumPy fallback would need {need} bytes of work space, more than "
-                f"this machine's {PHYSICAL_MEMORY} bytes of memory")
-    return None
-
-
-# -- the oneDNN implementation --------------------------------------------------
-def _onednn_supports(call: Call) -> Optional[str]:
-    if _ops is None:
-        return EXTENSION_ERROR
-    if call.dtype not in ONEDNN_DTYPES:
-        return (f"dtype {call.dtype} is not supported by the oneDNN path "
-                f"({' or '.join(str(d) for d in ONEDNN_DTYPES)} only)")
-    if call.geom.out_shape[0] == 0:
-        return "an empty batch has nothing for oneDNN to compute"
-    dtype = _DTYPE_NAMES[call.dtype]
-    if call.purpose == FORWARD:
-        plan = plans.forward_plan(call.geom, dtype, call.training, call.accumulate)
-    else:
-        plan = plans.backward_plans(call.geom, dtype)
-    if isinstance(plan, plans.Unavailable):
-        return plan.reason
-    call.plan = plan
-    return None
-
-
-_DTYPE_NAMES = {np.dtype(np.float32): "float32"}
-if BFLOAT16 is not None:
-    _DTYPE_NAMES[BFLOAT16] = "bfloat16"
-
-
-def _onednn_forward(call: Call, out: Optional[NDArray], req: str) -> NDArray:
-    return _ops.deconv_forward(call.plan, call.data, call.weight, call.bias, out,
-                               req == "add", call.training)
-
-
-def _onednn_backward(call: Call, out_grad: NDArray, grads, reqs) -> Tuple:
-    return _ops.deconv_backward(call.plan.data, call.plan.weights, out_grad, call.data,
-                                call.weight, tuple(grads), tuple(r == "add" for r in reqs),
-                                tuple(r != "null" for r in reqs))
-
-
-OPERATOR.register(registry.Implementation(registry.ONEDNN, _onednn_supports,
-                                          _onednn_forward, _onednn_backward))
-OPERATOR.register(registry.Implementation(registry.NUMPY, _numpy_supports,
-                                          _numpy_forward, _numpy_backward))
-
-
-# -- public entry points ----------------------------------------------------------
-def _store_result(result: NDArray, target: NDArray, req: str) -> NDArray:
-    """Write or add an implementation's fresh ``result`` into ``target``."""
-    values = result._plain()
-    value = _final_values(values, target, req)
-    if values.dtype == _FLOAT16:
-        _check_float16_overflow(("result",), (value,), (values, _plain(target)))
-    return _store(value, target, req)
-
-
-def deconvolution(data: Any, weight: Any, bias: Any = None, out: Optional[NDArray] = None,
+def Deconvolution(data: Any, weight: Any, bias: Any = None, out: Optional[NDArray] = None,
                   req: str = "write", train: Optional[bool] = None,
                   **params: Any) -> Optional[NDArray]:
-    """See :func:`mxdeconv.nd.Deconvolution`."""
-    req = _check_req("req", req)
+    """Transposed convolution with MXNet 1.9.1's ``Deconvolution`` semantics.
+
+    Args:
+        data: ``(N, C_in, *spatial)`` NDArray or NumPy array (NumPy is copied).
+        weight: ``(C_in, num_filter // num_group, *kernel)``.
+        bias: ``(num_filter,)`` when ``no_bias=False``, else None.
+        out: optional NDArray of the output shape to write (or add) into.
+        req: ``"write"``, ``"inplace"`` (same as write), ``"add"`` (accumulate
+            into ``out``) or ``"null"`` (compute nothing, return ``out``).
+        train: training mode for this call; None follows
+            :func:`mxdeconv.autograd.is_training`.
+        **params: MXNet's ``kernel``, ``stride``, ``dilate``, ``pad``, ``adj``,
+            ``target_shape``, ``num_filter``, ``num_group``, ``no_bias``,
+            ``layout``, ``workspace`` (ignored).
+
+    Output size per spatial dim: ``stride*(in-1) + dilate*(k-1) + 1 - 2*pad + adj``
+    (``pad``/``adj`` inferred from ``target_shape`` when it is set).  The result
+    may hold a oneDNN blocked layout (see ``NDArray.layout``); reading it
+    turns it to the default layout.
+
+    Inside :func:`mxdeconv.autograd.record` the call is recorded for
+    ``backward()`` when an input needs a gradient (with ``out=`` and
+    ``req="add"`` only the new term is differentiated: the previous contents
+    of ``out`` count as a constant).
+
+    >>> import numpy as np
+    >>> from mxdeconv import nd
+    >>> y = nd.Deconvolution(np.ones((1, 1, 2)), np.ones((1, 1, 2)), kernel=(2,),
+    ...                      stride=(2,), num_filter=1)
+    >>> y.asnumpy()
+    array([[[1., 1., 1., 1.]]])
+    """
+    if _exec is not None:
+        prepared = _exec.forward(data, weight, bias, out, req, train, params)
+        if type(prepared) is not _exec.Miss:
+            return prepared
+        key = prepared.key
+    else:
+        key = None
+    return _forward(key, data, weight, bias, out, req, train, params)
+
+
+def _forward(key: Any, data: Any, weight: Any, bias: Any, out: Optional[NDArray],
+             req: Any, train: Any, params: dict) -> Optional[NDArray]:
+    """The full path of a forward call (and, on oneDNN, its prepared call)."""
+    req = check_req("req", req)
     call = make_call(data, weight, bias, params, train)
     if out is not None:
-        _check_target("out", out, call.geom.out_shape, call.dtype)
-        autograd.check_assignable("out", out)
+        check_target("out", out, call.geom.out_shape, call.dtype)
+        tape.check_assignable("out", out)
     elif req == "add":
         raise MXNetError("req='add' accumulates into out=, which was not given")
     if req == "null":
         return out
     # out= sharing memory with an input: compute into a fresh array first,
     # then write or add; otherwise req=add is the primitive's own sum post-op.
-    aliased = _aliased(out, (call.data, call.weight, call.bias))
-    call.accumulate = req == "add" and not aliased
+    out_aliased = aliased(out, (call.data, call.weight, call.bias))
+    call.accumulate = req == "add" and not out_aliased
     impl = OPERATOR.select(call)
-    if aliased:
-        result = _store_result(impl.forward(call, None, "write"), out, req)
+    if out_aliased:
+        result = store_result(impl.forward(call, None, "write"), out, req)
+    elif key is not None and impl.name == registry.ONEDNN:
+        prepared = _exec.PreparedForward(call.plan, call.training, call.accumulate, req)
+        _exec.keep(key, prepared)
+        return prepared.run(call.data, call.weight, call.bias, out, params)
     else:
         result = impl.forward(call, out, req)
-    return autograd.record_op("Deconvolution", result, (call.data, call.weight, call.bias),
-                              params)
+    return tape.record_op("Deconvolution", result, (call.data, call.weight, call.bias),
+                          params)
 
 
-_GRAD_NAMES = ("data_grad", "weight_grad", "bias_grad")
-
-
-def deconvolution_backward(out_grad: Any, data: Any, weight: Any, bias: Any = None,
+def Deconvolution_backward(out_grad: Any, data: Any, weight: Any, bias: Any = None,
                            req: Union[str, Sequence[str]] = "write",
                            grads: Optional[Sequence[Optional[NDArray]]] = None,
                            train: Optional[bool] = True,
                            **params: Any) -> Tuple[Optional[NDArray], ...]:
-    """See :func:`mxdeconv.nd.Deconvolution_backward`."""
+    """Gradients of :func:`Deconvolution`: ``(data_grad, weight_grad, bias_grad)``.
+
+    Args:
+        out_grad: gradient of the loss with respect to the output.
+        data, weight, bias: the forward inputs (bias only tells its shape).
+        req: one string or three, for data, weight and bias: ``"write"``,
+            ``"inplace"``, ``"add"`` (accumulate into the array in ``grads``)
+            or ``"null"`` (not computed; None returned).
+        grads: three NDArrays or Nones to write the gradients into; required
+            where req is ``"add"``.
+        **params: the forward's parameters.
+
+    ``bias_grad`` is None when ``no_bias`` is True.  Weight gradients come
+    back in the default layout (optimizer code reads plain memory).
+
+    >>> import numpy as np
+    >>> from mxdeconv import nd
+    >>> dx, dw, db = nd.Deconvolution_backward(np.ones((1, 1, 4)), np.ones((1, 1, 2)),
+    ...     np.ones((1, 1, 2)), np.zeros(1), kernel=(2,), stride=(2,), num_filter=1,
+    ...     no_bias=False)
+    >>> dx.asnumpy(), db.asnumpy()
+    (array([[[2., 2.]]]), array([4.]))
+    """
+    if _exec is not None:
+        prepared = _exec.backward(out_grad, data, weight, bias, req, grads, train, params)
+        if type(prepared) is not _exec.Miss:
+            return prepared
+        key = prepared.key
+    else:
+        key = None
+    return _backward(key, out_grad, data, weight, bias, req, grads, train, params)
+
+
+def _backward(key: Any, out_grad: Any, data: Any, weight: Any, bias: Any, req: Any,
+              grads: Any, train: Any, params: dict) -> Tuple[Optional[NDArray], ...]:
+    """The full path of a backward call (and, on oneDNN, its prepared call)."""
     if isinstance(req, str):
         reqs = [req] * 3
     elif isinstance(req, (tuple, list)):
@@ -319,7 +152,7 @@ def deconvolution_backward(out_grad: Any, data: Any, weight: Any, bias: Any = No
                         f"weight, bias), got {req!r} of type {type(req).__name__}")
     if len(reqs) != 3:
         raise MXNetError(f"req must be one string or three (data, weight, bias), got {req!r}")
-    reqs = [_check_req(f"req[{i}]", r) for i, r in enumerate(reqs)]
+    reqs = [check_req(f"req[{i}]", r) for i, r in enumerate(reqs)]
     if grads is None:
         grads = [None] * 3
     elif isinstance(grads, (tuple, list)):
@@ -331,14 +164,14 @@ def deconvolution_backward(out_grad: Any, data: Any, weight: Any, bias: Any = No
         raise MXNetError(f"grads must hold three entries (data, weight, bias), got {len(grads)}")
     call = make_call(data, weight, bias, params, train, BACKWARD)
     geom = call.geom
-    out_grad = _input(out_grad, "out_grad")
-    _check_array("out_grad", out_grad, geom.out_shape, call.dtype)
+    out_grad = as_input(out_grad, "out_grad")
+    check_array("out_grad", out_grad, geom.out_shape, call.dtype)
     if geom.param.no_bias:
         reqs[2], grads[2] = "null", None
     shapes = (geom.data_shape, geom.weight_shape, geom.bias_shape)
     for name, grad, shape, r in zip(_GRAD_NAMES, grads, shapes, reqs):
         if grad is not None:
-            _check_target(name, grad, shape, call.dtype)
+            check_target(name, grad, shape, call.dtype)
         elif r == "add":
             raise MXNetError(f"req='add' for {name} accumulates into grads[...], "
                              "which was not given")
@@ -352,18 +185,30 @@ def deconvolution_backward(out_grad: Any, data: Any, weight: Any, bias: Any = No
     if grads[0] is not None or grads[1] is not None or grads[2] is not None:
         inputs = (out_grad, call.data, call.weight)
         for i, grad in enumerate(grads):
-            if grad is not None and reqs[i] != "null" and _aliased(
+            if grad is not None and reqs[i] != "null" and aliased(
                     grad, inputs + tuple(g for j, g in enumerate(grads) if j != i)):
                 late[i] = grad
     if late[0] is not None or late[1] is not None or late[2] is not None:
         run_grads = [None if t is not None else g for g, t in zip(grads, late)]
         run_reqs = ["write" if t is not None else r for r, t in zip(reqs, late)]
         results = impl.backward(call, out_grad, run_grads, run_reqs)
-        results = tuple(res if t is None else _store_result(res, t, r)
+        results = tuple(res if t is None else store_result(res, t, r)
                         for res, t, r in zip(results, late, reqs))
+    elif key is not None and impl.name == registry.ONEDNN:
+        prepared = _exec.PreparedBackward(call.plan.data, call.plan.weights, tuple(reqs))
+        _exec.keep(key, prepared)
+        return prepared.run(out_grad, call.data, call.weight, tuple(grads))
     else:
         results = impl.backward(call, out_grad, grads, reqs)
     return tuple(None if r == "null" else res for res, r in zip(results, reqs))
+
+
+@tape.register_backward("Deconvolution")
+def _recorded_backward(out_grad: Any, inputs: Tuple[Any, ...], params: Any,
+                       reqs: Tuple[str, ...], targets: Tuple[Any, ...]) -> Tuple[Any, ...]:
+    data, weight, bias = inputs
+    return Deconvolution_backward(out_grad, data, weight, bias, req=reqs, grads=targets,
+                                  **params)
 
 
 def explain(data: Any, weight: Any, bias: Any = None, train: Optional[bool] = None,

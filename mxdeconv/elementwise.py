@@ -17,9 +17,10 @@ from typing import Any, Optional, Tuple
 
 import numpy as np
 
-from . import autograd
+from . import ndarray, tape
 from .base import MXNetError
-from .ndarray import NDArray, aligned_empty, as_ndarray
+from .buffers import aligned_empty
+from .ndarray import NDArray, as_ndarray
 
 __all__ = ["add", "multiply", "relu"]
 
@@ -67,7 +68,7 @@ def _binary(ufunc: np.ufunc, name: str, lhs: Any, rhs: Any) -> NDArray:
     buffer = aligned_empty(shape, dtype)
     ufunc(a, b, out=buffer)
     out = NDArray(buffer)
-    return autograd.record_op(name, out, (left, right), (a if left is None else None,
+    return tape.record_op(name, out, (left, right), (a if left is None else None,
                                                          b if right is None else None))
 
 
@@ -103,7 +104,11 @@ def relu(data: Any) -> NDArray:
     values = _plain(arr)
     buffer = aligned_empty(values.shape, values.dtype)
     np.maximum(values, 0, out=buffer)
-    return autograd.record_op("relu", NDArray(buffer), (arr,), None)
+    return tape.record_op("relu", NDArray(buffer), (arr,), None)
+
+
+# NDArray's ``+`` and ``*`` (ndarray.py sits below this module, so it looks them up).
+ndarray.OPERATORS.update(add=add, multiply=multiply)
 
 
 # -- backward ---------------------------------------------------------------------
@@ -136,7 +141,7 @@ def _deliver(value: np.ndarray, req: str, target: Optional[NDArray],
     return target
 
 
-@autograd.register_backward("add")
+@tape.register_backward("add")
 def _add_backward(out_grad, inputs, constants, reqs, targets):
     grad = _plain(out_grad)
     return tuple(None if arr is None else
@@ -144,7 +149,7 @@ def _add_backward(out_grad, inputs, constants, reqs, targets):
                  for arr, req, target in zip(inputs, reqs, targets))
 
 
-@autograd.register_backward("multiply")
+@tape.register_backward("multiply")
 def _multiply_backward(out_grad, inputs, constants, reqs, targets):
     grad = _plain(out_grad)
     # The other operand's values: the recorded NDArray, or the number.
@@ -159,7 +164,7 @@ def _multiply_backward(out_grad, inputs, constants, reqs, targets):
     return tuple(results)
 
 
-@autograd.register_backward("relu")
+@tape.register_backward("relu")
 def _relu_backward(out_grad, inputs, constants, reqs, targets):
     (arr,), (req,), (target,) = inputs, reqs, targets
     if req == "null":

@@ -25,29 +25,26 @@ from __future__ import annotations
 
 import numbers
 import threading
-from typing import Any, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
+from . import tape
 from .base import MXNetError
 from .buffers import aligned_empty
+from .dtypes import BFLOAT16, SUPPORTED as _SUPPORTED_DTYPES, is_float_dtype
+
+__all__ = ["BFLOAT16", "DEFAULT_LAYOUT", "NDArray", "array", "as_ndarray", "empty",
+           "from_dlpack", "is_float_dtype", "ones", "to_dlpack_for_read",
+           "to_dlpack_for_write", "zeros"]
 
 DEFAULT_LAYOUT = "default"
-try:  # bfloat16 comes from ml_dtypes (NumPy has none); optional
-    import ml_dtypes
-    BFLOAT16: Optional[np.dtype] = np.dtype(ml_dtypes.bfloat16)
-except ImportError:
-    BFLOAT16 = None
-_SUPPORTED_DTYPES = tuple(np.dtype(t) for t in (np.float16, np.float32, np.float64)) + (
-    (BFLOAT16,) if BFLOAT16 is not None else ())
 # Guards the compare-and-swap of an NDArray's state; held for a few bytecodes,
 # never while a reorder runs.
 _STATE_LOCK = threading.Lock()
-
-
-def is_float_dtype(dtype: np.dtype) -> bool:
-    """NumPy's floats, and ml_dtypes' bfloat16 (whose NumPy kind is 'V')."""
-    return dtype.kind == "f" or (BFLOAT16 is not None and dtype == BFLOAT16)
+#: Operators behind NDArray's arithmetic (``+``, ``*``): filled by
+#: :mod:`mxdeconv.elementwise`, which sits above this module.
+OPERATORS: Dict[str, Callable[[Any, Any], Any]] = {}
 
 
 class NDArray:
@@ -277,8 +274,9 @@ class NDArray:
         """
         if stype not in (None, "default"):
             raise MXNetError(f"stype {stype!r} is not supported: only dense arrays")
-        from .autograd import mark_variables
-        mark_variables(self, zeros(self._shape, self._dtype), grad_req)
+        if grad_req not in tape.GRAD_REQS:
+            raise MXNetError(f"grad_req must be one of {tape.GRAD_REQS}, got {grad_req!r}")
+        tape.set_variable(self, zeros(self._shape, self._dtype), grad_req)
 
     @property
     def grad(self) -> Optional["NDArray"]:
@@ -306,8 +304,11 @@ class NDArray:
         >>> x.grad.asnumpy()
         array([20.], dtype=float32)
         """
-        from .autograd import backward
-        backward([self], [out_grad], retain_graph=retain_graph, train_mode=train_mode)
+        tape.backward([self], [out_grad], retain_graph=retain_graph, train_mode=train_mode)
+
+    def _ones_like(self) -> "NDArray":
+        """Ones of this shape and dtype (the tape's default head gradient)."""
+        return ones(self._shape, self._dtype)
 
     def detach(self) -> "NDArray":
         """A new array sharing this one's memory, outside any recorded graph.
@@ -324,22 +325,18 @@ class NDArray:
         detached._exposed = True
         return detached
 
-    # -- elementwise arithmetic (mxdeconv.elementwise) -----------------------
+    # -- elementwise arithmetic (mxdeconv.elementwise fills OPERATORS) ---------
     def __add__(self, other: Any) -> "NDArray":
-        from .elementwise import add
-        return add(self, other)
+        return OPERATORS["add"](self, other)
 
     def __radd__(self, other: Any) -> "NDArray":
-        from .elementwise import add
-        return add(other, self)
+        return OPERATORS["add"](other, self)
 
     def __mul__(self, other: Any) -> "NDArray":
-        from .elementwise import multiply
-        return multiply(self, other)
+        return OPERATORS["multiply"](self, other)
 
     def __rmul__(self, other: Any) -> "NDArray":
-        from .elementwise import multiply
-        return multiply(other, self)
+        return OPERATORS["multiply"](other, self)
 
     # -- DLPack ---------------------------------------------------------------
     def __dlpack__(self, stream: Any = None, **kwargs: Any) -> Any:

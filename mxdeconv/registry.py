@@ -42,7 +42,14 @@ def _env_enabled() -> bool:
 
 
 _onednn_enabled = _env_enabled()
-_local = threading.local()
+class _ThreadDispatch(threading.local):
+    """Each thread's forced implementation and the one its last call ran."""
+
+    forced: Optional[str] = None
+    last: Optional[str] = None
+
+
+_local = _ThreadDispatch()
 
 
 @dataclass(frozen=True)
@@ -82,7 +89,7 @@ class Operator:
 
     def select(self, call: Any) -> Implementation:
         """The implementation to run ``call``; records it for :func:`last_impl`."""
-        forced = getattr(_local, "forced", None)
+        forced = _local.forced
         if forced is not None:
             return self._forced(forced, call)
         for impl in self.implementations:
@@ -136,7 +143,7 @@ def last_impl() -> Optional[str]:
     >>> mxdeconv.last_impl()
     'numpy'
     """
-    return getattr(_local, "last", None)
+    return _local.last
 
 
 @contextlib.contextmanager
@@ -153,7 +160,7 @@ def use_impl(name: str) -> Iterator[None]:
     >>> mxdeconv.last_impl()
     'numpy'
     """
-    previous = getattr(_local, "forced", None)
+    previous = _local.forced
     _local.forced = name
     try:
         yield

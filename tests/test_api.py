@@ -69,7 +69,7 @@ def small_case(dtype=np.float32, name="anisotropic_2d", seed=0):
 def test_extension_is_built():
     """Fails (never skips) when the oneDNN extension is missing or does not load."""
     ops = importlib.import_module("mxdeconv._ops")
-    assert mxdeconv.deconvolution._ops is ops, mxdeconv.deconvolution.EXTENSION_ERROR
+    assert mxdeconv._loader.ops is ops, mxdeconv._loader.ERROR
     assert mxdeconv.runtime_info()["onednn_version"].startswith("3.2")
 
 

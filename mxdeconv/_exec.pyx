@@ -1,0 +1,403 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, embedsignature=True
+"""Running oneDNN plans on NDArrays, and the prepared-call fast path.
+
+This is the glue between the NDArray layer and the oneDNN layer (``_ops``,
+which speaks buffers and descriptors only): it moves arrays into the layouts a
+plan wants (``input_buffer``), keeps inference weights in them
+(``weight_buffer``), writes results into targets (``Output``) and runs the
+plans with the GIL released.
+
+It also holds the hot path of a repeated call.  Everything that depends only
+on a call's *signature* (its parameters, the shapes and dtypes of its arrays,
+the mode, ``req``, the thread count and the dispatch switches) is validated
+and planned once by ``deconvolution.py`` and kept here as a prepared call in
+this thread's cache; a call with a known signature checks only what can
+change between calls (which arrays alias, their layouts) and runs its plan.
+"""
+import numpy as np
+cimport numpy as cnp
+
+from ._ops cimport (BackwardDataPlan, BackwardWeightsPlan, ForwardPlan, Layout, MemoryDesc,
+                    ThreadState, data_ptr, new_buffer, plain_view, reordered, run_reorder,
+                    thread_count, thread_state)
+from . import registry, tape
+from .buffers cimport aligned_empty
+from .ndarray import NDArray
+
+cnp.import_array()
+
+
+# ----------------------------------------------------------------------------
+# NDArrays in and out of the layouts plans want
+# ----------------------------------------------------------------------------
+cdef cnp.ndarray input_buffer(arr, Layout wanted, label):
+    """``arr``'s values in layout ``wanted``: its own buffer, or a reordered
+    temporary (counted under ``label`` in reorder_counts())."""
+    buffer, have = arr._state
+    if have is None:
+        if wanted.is_plain:
+            return buffer
+        return reordered(wanted.plain, buffer, wanted.desc, label)
+    if have is wanted or have == wanted:
+        return buffer
+    if (<Layout>have).same_tensor(wanted):
+        return reordered((<Layout>have).desc, buffer, wanted.desc, label)
+    # The bytes hold another tensor's layout (the array was a weight, now it is
+    # data, say): its values go through the default layout first.
+    buffer = arr._plain()
+    if wanted.is_plain:
+        return buffer
+    return reordered(wanted.plain, buffer, wanted.desc, label)
+
+
+cdef cnp.ndarray weight_buffer(weight, Layout wanted, bint training):
+    """Inference keeps the weight in the primitive's layout after the first
+    reorder (MXNet's MKLDNNDataReorderAsync), unless its memory is exposed;
+    training leaves the NDArray in the default layout so optimizer code sees
+    plain memory (Reorder2DefaultAsync)."""
+    if training:
+        if weight._state[1] is not None:
+            weight._plain()
+        return input_buffer(weight, wanted, "weights")
+    buffer = input_buffer(weight, wanted, "weights")
+    state = weight._state
+    if buffer is not state[0]:
+        if wanted.is_plain:
+            weight._adopt(state, plain_view(buffer, wanted), None)
+        else:
+            weight._adopt(state, buffer, wanted)
+    return buffer
+
+
+cdef class Output:
+    """Where a primitive writes one result, and how it reaches its target.
+
+    With no target array the primitive writes a fresh buffer in its preferred
+    layout (or, for ``plain`` results such as weight gradients, a default-layout
+    array).  With a target in the primitive's layout it writes in place (for
+    req=add only when the primitive itself accumulates).  Otherwise it writes a
+    temporary that a reorder then writes or adds into the target.
+    """
+    cdef object target
+    cdef cnp.ndarray buffer, target_buffer
+    cdef Layout layout
+    cdef MemoryDesc target_desc
+    cdef bint accumulate, finish
+
+
+cdef Output make_output(Layout layout, target, bint accumulate, bint fused_accumulate,
+                        bint plain):
+    cdef Output o = Output.__new__(Output)
+    o.layout, o.accumulate, o.finish = layout, accumulate, False
+    if target is None:
+        if not plain or layout.is_plain:
+            o.buffer = new_buffer(layout.desc)
+            return o
+        target = NDArray(aligned_empty(layout.shape, layout.np_dtype))
+    o.target = target
+    buffer, have = target._state
+    if have is not None and not (<Layout>have).same_tensor(layout):
+        buffer, have = target._plain(), None   # another tensor's layout: values first
+    o.target_buffer = buffer
+    o.target_desc = layout.plain if have is None else (<Layout>have).desc
+    in_place = layout.is_plain if have is None else (have is layout or have == layout)
+    if in_place and (fused_accumulate or not accumulate):
+        o.buffer = buffer
+        return o
+    o.buffer = new_buffer(layout.desc)
+    o.finish = True
+    if accumulate and fused_accumulate:  # the primitive adds onto dst: seed it
+        run_reorder(o.target_desc, o.target_buffer, layout.desc, o.buffer, False, "out")
+        o.accumulate = False
+    return o
+
+
+cdef object finish_output(Output o):
+    """The result NDArray, after the reorder into its target if one is due."""
+    if o.finish:
+        run_reorder(o.layout.desc, o.buffer, o.target_desc, o.target_buffer, o.accumulate,
+                    "out")
+    if o.target is not None:
+        o.target._bump()
+        return o.target
+    if o.layout.is_plain:
+        return NDArray(plain_view(o.buffer, o.layout))
+    return NDArray(o.buffer, o.layout)
+
+
+cdef object run_forward(ForwardPlan plan, data, weight, bias, out, bint accumulate,
+                        bint training):
+    # Every buffer stays in a local until run(): a temporary must outlive the
+    # execution that reads it.
+    src = input_buffer(data, plan.src, "data")
+    wei = weight_buffer(weight, plan.weights, training)
+    bias_buf = None if plan.bias is None else input_buffer(bias, plan.bias, "bias")
+    cdef Output dst = make_output(plan.dst, out, accumulate, True, False)
+    plan.run(data_ptr(src), data_ptr(wei),
+             NULL if bias_buf is None else data_ptr(bias_buf), data_ptr(dst.buffer))
+    return finish_output(dst)
+
+
+def deconv_forward(ForwardPlan plan, data, weight, bias, out, bint accumulate,
+                   bint training):
+    """Run the forward pass; returns ``out`` or a new NDArray (maybe blocked)."""
+    return run_forward(plan, data, weight, bias, out, accumulate, training)
+
+
+cdef tuple run_backward(BackwardDataPlan data_plan, BackwardWeightsPlan weights_plan,
+                        out_grad, data, weight, tuple grads, tuple accumulate, tuple needed):
+    cdef Output diff_src, diff_weights, diff_bias
+    results = [None, None, None]
+    diff_dst = None
+    if needed[0]:
+        diff_dst = input_buffer(out_grad, data_plan.diff_dst, "out_grad")
+        if weight._state[1] is not None:
+            weight._plain()
+        diff_src = make_output(data_plan.diff_src, grads[0], accumulate[0], False, False)
+        weight_buf = input_buffer(weight, data_plan.weights, "weights")
+        data_plan.run(data_ptr(diff_dst), data_ptr(weight_buf), data_ptr(diff_src.buffer))
+        results[0] = finish_output(diff_src)
+    if needed[1] or needed[2]:
+        diff_weights = make_output(weights_plan.diff_weights,
+                                   grads[1] if needed[1] else None, accumulate[1], False,
+                                   needed[1])
+        src_buf = input_buffer(data, weights_plan.src, "data")
+        if diff_dst is None or not weights_plan.diff_dst == data_plan.diff_dst:
+            diff_dst = input_buffer(out_grad, weights_plan.diff_dst, "out_grad")
+        bias_target = None
+        if weights_plan.diff_bias is not None:
+            diff_bias = make_output(weights_plan.diff_bias, grads[2] if needed[2] else None,
+                                    accumulate[2], False, True)
+            bias_target = diff_bias.buffer
+        weights_plan.run(data_ptr(src_buf), data_ptr(diff_dst), data_ptr(diff_weights.buffer),
+                         NULL if bias_target is None else data_ptr(bias_target))
+        if needed[1]:
+            results[1] = finish_output(diff_weights)
+        if needed[2] and weights_plan.diff_bias is not None:
+            results[2] = finish_output(diff_bias)
+    return tuple(results)
+
+
+def deconv_backward(BackwardDataPlan data_plan, BackwardWeightsPlan weights_plan, out_grad,
+                    data, weight, tuple grads, tuple accumulate, tuple needed):
+    """Run the backward passes; returns ``(data_grad, weight_grad, bias_grad)``.
+
+    ``grads`` holds target arrays (or None), ``accumulate`` and ``needed``
+    one flag per gradient.  Backward primitives take no sum post-op, so req=add
+    goes through a temporary that a reorder with a sum post-op adds in.
+    """
+    return run_backward(data_plan, weights_plan, out_grad, data, weight, grads, accumulate,
+                        needed)
+
+
+# ----------------------------------------------------------------------------
+# Prepared calls
+# ----------------------------------------------------------------------------
+cdef class Miss:
+    """No prepared call for this signature: ``key`` is where to keep one (None
+    when the call cannot be keyed, e.g. list or float parameters, NumPy inputs)."""
+    cdef readonly object key
+
+
+cdef Miss miss(key):
+    cdef Miss m = Miss.__new__(Miss)
+    m.key = key
+    return m
+
+
+cdef object params_key(dict params):
+    """The parameters as a cache key, or None when equal-but-different values
+    could collide: a float equals an int (3.0 == 3) and a bool equals 0 or 1,
+    yet only some are valid.  Exact ints, strs and None, tuples of exact ints
+    are keyed as they are; bools are marked so True and 1 stay apart."""
+    cdef Py_ssize_t position = 0
+    cdef unsigned long bools = 0
+    for value in params.values():
+        kind = type(value)
+        if kind is tuple:
+            for entry in <tuple>value:
+                if type(entry) is not int:
+                    return None
+        elif kind is bool:
+            bools |= 1UL << position
+        elif not (kind is int or kind is str or value is None):
+            return None
+        position += 1
+    return (tuple(params.items()), bools)
+
+
+cdef inline object array_signature(arr):
+    """(shape, dtype) of an NDArray whose default-layout buffer is C-contiguous,
+    else None (an input the full path has to copy or refuse)."""
+    if type(arr) is not NDArray:
+        return None
+    buffer, layout = arr._state
+    if layout is None and not cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>buffer):
+        return None
+    return arr._shape, arr._dtype
+
+
+cdef object dispatch_state():
+    """What else decides the implementation: a forced one, the oneDNN switch."""
+    return registry._local.forced, registry._onednn_enabled
+
+
+cdef bint overlaps(a, b):
+    """Whether two NDArrays' buffers may share memory (both are single blocks)."""
+    if a is b:
+        return True
+    cdef cnp.ndarray x = a._state[0]
+    cdef cnp.ndarray y = b._state[0]
+    cdef char *x0 = <char *>cnp.PyArray_DATA(x)
+    cdef char *y0 = <char *>cnp.PyArray_DATA(y)
+    return x0 < y0 + cnp.PyArray_NBYTES(y) and y0 < x0 + cnp.PyArray_NBYTES(x)
+
+
+cdef bint writable_target(target):
+    """A target the fast path may write: an NDArray whose default-layout buffer
+    is writeable and C-contiguous (anything else goes to the full checks)."""
+    if type(target) is not NDArray:
+        return False
+    buffer, layout = target._state
+    return layout is not None or (cnp.PyArray_ISWRITEABLE(<cnp.ndarray>buffer)
+                                  and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>buffer))
+
+
+cdef LRU_KEY_FORWARD = "forward call"
+cdef LRU_KEY_BACKWARD = "backward call"
+
+
+cdef class PreparedForward:
+    """A validated, planned forward signature on the oneDNN path."""
+    cdef ForwardPlan plan
+    cdef bint training, accumulate
+    cdef object req
+
+    def __init__(self, ForwardPlan plan, bint training, bint accumulate, req):
+        self.plan, self.training, self.accumulate, self.req = plan, training, accumulate, req
+
+    def run(self, data, weight, bias, out, params):
+        return self.execute(data, weight, bias, out, params)
+
+    cdef object execute(self, data, weight, bias, out, dict params):
+        result = run_forward(self.plan, data, weight, bias, out, self.accumulate,
+                             self.training)
+        registry._local.last = registry.ONEDNN
+        if tape.is_recording():
+            tape.record_op("Deconvolution", result, (data, weight, bias), params)
+        return result
+
+
+def forward(data, weight, bias, out, req, train, dict params):
+    """A Deconvolution forward through its prepared call, or a Miss saying where
+    to keep one once the full path has validated and planned the signature."""
+    if type(req) is not str or (train is not None and type(train) is not bool):
+        return miss(None)
+    data_sig = array_signature(data)
+    weight_sig = array_signature(weight)
+    bias_sig = None if bias is None else array_signature(bias)
+    pkey = params_key(params)
+    if (data_sig is None or weight_sig is None or pkey is None
+            or (bias is not None and bias_sig is None)):
+        return miss(None)
+    out_sig = None
+    if out is not None:
+        if not writable_target(out):
+            return miss(None)
+        out_sig = (out._shape, out._dtype)
+    training = tape.is_training() if train is None else train
+    cdef ThreadState state = thread_state()
+    key = (LRU_KEY_FORWARD, pkey, data_sig, weight_sig, bias_sig, out_sig, req, training,
+           thread_count(state), dispatch_state())
+    prepared = state.cache.get(key)
+    if prepared is None:
+        return miss(key)
+    if out is not None:
+        if (overlaps(out, data) or overlaps(out, weight)
+                or (bias is not None and overlaps(out, bias))):
+            return miss(None)   # out= aliasing an input: the full path computes first
+        tape.check_assignable("out", out)
+    return (<PreparedForward>prepared).execute(data, weight, bias, out, params)
+
+
+def keep(key, prepared):
+    """Keep ``prepared`` as this thread's prepared call for ``key``."""
+    thread_state().cache.put(key, prepared)
+
+
+cdef class PreparedBackward:
+    """A validated, planned backward signature on the oneDNN path."""
+    cdef BackwardDataPlan data_plan
+    cdef BackwardWeightsPlan weights_plan
+    cdef tuple accumulate, needed, reqs
+
+    def __init__(self, BackwardDataPlan data_plan, BackwardWeightsPlan weights_plan,
+                 tuple reqs):
+        self.data_plan, self.weights_plan, self.reqs = data_plan, weights_plan, reqs
+        self.accumulate = tuple(r == "add" for r in reqs)
+        self.needed = tuple(r != "null" for r in reqs)
+
+    def run(self, out_grad, data, weight, tuple grads):
+        return self.execute(out_grad, data, weight, grads)
+
+    cdef object execute(self, out_grad, data, weight, tuple grads):
+        results = run_backward(self.data_plan, self.weights_plan, out_grad, data, weight,
+                               grads, self.accumulate, self.needed)
+        registry._local.last = registry.ONEDNN
+        return tuple(None if r == "null" else res for res, r in zip(results, self.reqs))
+
+
+def backward(out_grad, data, weight, bias, req, grads, train, dict params):
+    """A Deconvolution backward through its prepared call, or a Miss."""
+    if train is not None and type(train) is not bool:
+        return miss(None)
+    if type(req) is str:
+        reqs = (req, req, req)
+    elif type(req) is tuple or type(req) is list:
+        reqs = tuple(req)
+        for r in reqs:
+            if type(r) is not str:
+                return miss(None)
+    else:
+        return miss(None)
+    if grads is None:
+        targets = (None, None, None)
+    elif type(grads) is tuple or type(grads) is list:
+        targets = tuple(grads)
+    else:
+        return miss(None)
+    og_sig = array_signature(out_grad)
+    data_sig = array_signature(data)
+    weight_sig = array_signature(weight)
+    bias_sig = None if bias is None else array_signature(bias)
+    pkey = params_key(params)
+    if (og_sig is None or data_sig is None or weight_sig is None or pkey is None
+            or (bias is not None and bias_sig is None) or len(targets) != 3):
+        return miss(None)
+    target_sigs = []
+    for target in targets:
+        if target is None:
+            target_sigs.append(None)
+        elif not writable_target(target):
+            return miss(None)
+        else:
+            target_sigs.append((target._shape, target._dtype))
+    cdef ThreadState state = thread_state()
+    key = (LRU_KEY_BACKWARD, pkey, og_sig, data_sig, weight_sig, bias_sig, reqs,
+           tuple(target_sigs), True if train is None else train, thread_count(state),
+           dispatch_state())
+    prepared = state.cache.get(key)
+    if prepared is None:
+        return miss(key)
+    inputs = (out_grad, data, weight)
+    for i in range(3):
+        target = targets[i]
+        if target is None:
+            continue
+        for other in inputs:
+            if overlaps(target, other):
+                return miss(None)   # the full path writes such targets last
+        for j in range(3):
+            if j != i and targets[j] is not None and overlaps(target, targets[j]):
+                return miss(None)
+    return (<PreparedBackward>prepared).execute(out_grad, data, weight, targets)

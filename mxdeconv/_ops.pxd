@@ -1,0 +1,107 @@
+# The oneDNN layer's C-level interface, for the modules that cimport it
+# (_exec.pyx runs prepared calls on NDArrays with these, at C speed).
+# Everything is defined in _ops.pyx.
+cimport numpy as cnp
+from ._dnnl cimport *
+
+
+cdef class LRUCache:
+    cdef object entries
+    cdef object fixed_capacity
+    cdef readonly long hits, misses, evictions
+    cpdef object get(self, key)
+    cpdef put(self, key, value)
+    cdef trim(self)
+
+
+cdef class ThreadState:
+    cdef dnnl_stream_t stream
+    cdef LRUCache cache
+    cdef long epoch
+
+
+cdef class MemoryDesc:
+    cdef dnnl_memory_desc_t md
+    cdef readonly object layout, dims, dtype, key
+    cdef readonly size_t size
+
+
+cdef class Layout:
+    cdef readonly MemoryDesc desc, plain
+    cdef readonly str role
+    cdef readonly tuple shape
+    cdef readonly int groups
+    cdef readonly bint is_plain
+    cdef readonly object np_dtype
+    cdef bint same_tensor(self, Layout other)
+
+
+cdef class PrimitiveDesc:
+    cdef dnnl_primitive_desc_t pd
+    cdef str impl(self)
+    cdef MemoryDesc query(self, dnnl_query_t what, int index, str role, bint grouped=*)
+    cdef bint next_impl(self) except -1
+    cdef PrimitiveDesc clone(self)
+
+
+cdef class Attr:
+    cdef dnnl_primitive_attr_t attr
+
+
+cdef enum:
+    MAX_ARGS = 6
+
+
+cdef class Primitive:
+    cdef dnnl_primitive_t prim
+    cdef dnnl_exec_arg_t args[MAX_ARGS]
+    cdef int nargs
+    cdef readonly str impl
+    cdef int run(self, void **handles) except -1
+
+
+cdef class Candidate:
+    cdef readonly PrimitiveDesc pd
+    cdef readonly str family, impl
+    cdef readonly bint bias_fused
+    cdef readonly int index
+    cdef object builder
+
+
+cdef class ForwardPlan:
+    cdef readonly Primitive prim, bias_prim
+    cdef readonly Layout src, weights, bias, dst
+    cdef readonly str impl, family
+    cdef readonly bint bias_fused
+    cdef public object verdict
+    cdef int run(self, void *src, void *weights, void *bias, void *dst) except -1
+
+
+cdef class BackwardDataPlan:
+    cdef readonly Primitive prim
+    cdef readonly Layout diff_dst, weights, diff_src
+    cdef readonly str impl, family
+    cdef public object verdict
+    cdef int run(self, void *diff_dst, void *weights, void *diff_src) except -1
+
+
+cdef class BackwardWeightsPlan:
+    cdef readonly Primitive prim
+    cdef readonly Layout src, diff_dst, diff_weights, diff_bias
+    cdef readonly str impl, family
+    cdef public object verdict
+    cdef int run(self, void *src, void *diff_dst, void *diff_weights,
+                 void *diff_bias) except -1
+
+
+cdef ThreadState thread_state()
+cdef int thread_count(ThreadState state) except -1
+cdef cnp.ndarray new_buffer(MemoryDesc desc)
+cdef object plain_view(cnp.ndarray buffer, Layout layout)
+cdef int run_reorder(MemoryDesc src, cnp.ndarray src_buf, MemoryDesc dst,
+                     cnp.ndarray dst_buf, bint accumulate, label) except -1
+cdef cnp.ndarray reordered(MemoryDesc src, cnp.ndarray src_buf, MemoryDesc dst, label)
+
+
+cdef inline void *data_ptr(cnp.ndarray buffer):
+    return cnp.PyArray_DATA(buffer)

@@ -1,0 +1,61 @@
+"""The NumPy implementation of Deconvolution: the fallback for every call
+(float64, float16 computed in float32, any geometry), with the same results
+as the oneDNN path.  The arithmetic is in :mod:`mxdeconv.fallback`.
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional, Tuple
+
+import numpy as np
+
+from . import fallback
+from .buffers import PHYSICAL_MEMORY
+from .commit import FLOAT16, check_float16_overflow, final_values, plain, store
+from .ndarray import NDArray
+from .validation import Call
+
+
+def forward(call: Call, out: Optional[NDArray], req: str) -> NDArray:
+    data, weight, bias = plain(call.data), plain(call.weight), plain(call.bias)
+    with np.errstate(over="ignore", invalid="ignore"):  # NaN/inf propagate silently
+        result = fallback.forward(call.geom, data, weight, bias)
+    value = final_values(result, out, req)
+    if result.dtype == FLOAT16:
+        check_float16_overflow(("output",), (value,), (data, weight, bias))
+    return store(value, out, req)
+
+
+def backward(call: Call, out_grad: NDArray, grads, reqs) -> Tuple:
+    needed = [r != "null" for r in reqs]
+    og, data, weight = plain(out_grad), plain(call.data), plain(call.weight)
+    with np.errstate(over="ignore", invalid="ignore"):
+        results = fallback.backward(call.geom, og, data, weight, *needed)
+    values = [None if r is None else final_values(r, g, q)
+              for r, g, q in zip(results, grads, reqs)]
+    if data.dtype == FLOAT16:  # every check before the first store
+        check_float16_overflow(("data_grad", "weight_grad", "bias_grad"), values,
+                                (og, data, weight))
+    return tuple(None if v is None else store(v, g, q)
+                 for v, g, q in zip(values, grads, reqs))
+
+
+def workspace(call: Call) -> int:
+    """Bytes the fallback allocates at most for ``call`` (either pass): the
+    im2col columns, the uncropped canvas and the result."""
+    geom, param = call.geom, call.geom.param
+    batch = geom.data_shape[0]
+    cols = batch * param.num_filter * math.prod(param.kernel) * math.prod(geom.spatial_in)
+    canvas = batch * param.num_filter * math.prod(fallback._canvas_extent(geom))
+    out = math.prod(geom.out_shape)
+    return (cols + canvas + out) * fallback.compute_dtype(call.dtype).itemsize
+
+
+def supports(call: Call) -> Optional[str]:
+    need = workspace(call)
+    if need > PHYSICAL_MEMORY:
+        return (f"the NumPy fallback would need {need} bytes of work space, more than "
+                f"this machine's {PHYSICAL_MEMORY} bytes of memory")
+    return None
+
+

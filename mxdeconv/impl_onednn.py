@@ -1,0 +1,51 @@
+"""The oneDNN implementation of Deconvolution: float32 and bfloat16 calls the
+planner has a checked plan for (see :mod:`mxdeconv.plans`), run by the
+extension's glue (``_exec``).
+"""
+from __future__ import annotations
+
+from typing import Any, Optional, Tuple
+
+from . import plans
+from ._loader import ERROR as EXTENSION_ERROR
+from ._loader import ops as _ops
+from .dtypes import ONEDNN_NAMES
+from .ndarray import NDArray
+from .validation import FORWARD, Call
+
+try:
+    from . import _exec
+except ImportError:  # the extension failed to load: EXTENSION_ERROR says why
+    _exec = None
+
+
+def supports(call: Call) -> Optional[str]:
+    if _ops is None:
+        return EXTENSION_ERROR
+    if call.dtype not in ONEDNN_NAMES:
+        return (f"dtype {call.dtype} is not supported by the oneDNN path "
+                f"({' or '.join(str(d) for d in ONEDNN_NAMES)} only)")
+    if call.geom.out_shape[0] == 0:
+        return "an empty batch has nothing for oneDNN to compute"
+    dtype = ONEDNN_NAMES[call.dtype]
+    if call.purpose == FORWARD:
+        plan = plans.forward_plan(call.geom, dtype, call.training, call.accumulate)
+    else:
+        plan = plans.backward_plans(call.geom, dtype)
+    if isinstance(plan, plans.Unavailable):
+        return plan.reason
+    call.plan = plan
+    return None
+
+
+def forward(call: Call, out: Optional[NDArray], req: str) -> NDArray:
+    return _exec.deconv_forward(call.plan, call.data, call.weight, call.bias, out,
+                                req == "add", call.training)
+
+
+def backward(call: Call, out_grad: NDArray, grads, reqs) -> Tuple:
+    return _exec.deconv_backward(call.plan.data, call.plan.weights, out_grad, call.data,
+                                 call.weight, tuple(grads), tuple(r == "add" for r in reqs),
+                                 tuple(r != "null" for r in reqs))
+
+
