@@ -171,11 +171,17 @@ cdef int _set_threads(int count):
     return 0
 
 
+def _integer(what, value):
+    """``value`` as an int, or TypeError naming ``what`` (bools and floats refused)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{what} must be an int, got {value!r} of type "
+                        f"{type(value).__name__}")
+    return int(value)
+
+
 def set_num_threads(count):
     """Use ``count`` OpenMP threads (1..MAX_THREADS) in every oneDNN call from now on."""
-    if isinstance(count, bool) or not isinstance(count, numbers.Integral):
-        raise TypeError(f"set_num_threads: count must be an int, got {count!r} "
-                        f"of type {type(count).__name__}")
+    count = _integer("set_num_threads: count", count)
     if count < 1:
         raise MXNetError(f"set_num_threads needs a count >= 1, got {count}")
     if count > MAX_THREADS:
@@ -186,7 +192,7 @@ def set_num_threads(count):
             f"set_num_threads: count must be 1 in a process forked after oneDNN ran "
             f"with several threads, got {count}: GNU OpenMP cannot start threads after "
             "fork() (use multiprocessing's 'spawn' or 'forkserver' start method)")
-    _set_threads(int(count))
+    _set_threads(count)
     thread_count(thread_state())
 
 
@@ -580,14 +586,12 @@ def cache_put(key, value):
 def set_cache_capacity(capacity):
     """Bound every thread's primitive cache to ``capacity`` entries (0 disables it)."""
     global _capacity
-    if isinstance(capacity, bool) or not isinstance(capacity, numbers.Integral):
-        raise TypeError(f"set_cache_capacity: capacity must be an int, got {capacity!r} "
-                        f"of type {type(capacity).__name__}")
+    capacity = _integer("set_cache_capacity: capacity", capacity)
     if capacity < 0:
         raise MXNetError(f"cache capacity must be >= 0, got {capacity}")
     if capacity > MAX_CACHE_CAPACITY:
         raise MXNetError(f"cache capacity must be <= {MAX_CACHE_CAPACITY}, got {capacity}")
-    _capacity = int(capacity)
+    _capacity = capacity
     thread_cache().trim()
 
 

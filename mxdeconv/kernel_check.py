@@ -28,7 +28,7 @@ from typing import Any, Callable, Optional, Sequence, Tuple
 import numpy as np
 
 from . import fallback
-from .ndarray import BFLOAT16
+from .dtypes import BFLOAT16
 from .params import DeconvGeometry, infer_geometry
 
 _SEED = 20261203

@@ -10,7 +10,6 @@ naming the field and the values.
 """
 from __future__ import annotations
 
-import functools
 import numbers
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence, Tuple
@@ -235,7 +234,6 @@ def _full_size(param: DeconvolutionParam, axis: int, size: int) -> int:
     return param.stride[axis] * (size - 1) + param.dilated_kernel(axis)
 
 
-@functools.lru_cache(maxsize=4096)
 def infer_geometry(param: DeconvolutionParam, data_shape: Shape) -> DeconvGeometry:
     """Infer crops and shapes as MXNet's ``DeconvolutionShape`` does.
 
@@ -295,45 +293,18 @@ def infer_geometry(param: DeconvolutionParam, data_shape: Shape) -> DeconvGeomet
         pad_l=pad_t, pad_r=tuple(p - a for p, a in zip(pad_t, adj_t)), adj=adj_t)
 
 
-_param_cache: dict = {}
-
-
-_SEQUENCES = (tuple, list)
-
-
-def _cache_key(kwargs: Mapping[str, Any]) -> tuple:
-    """The parameter cache's key.  It tells 3 from 3.0 and 1 from True (equal and
-    hashed alike, but only one of each pair is valid): each value comes with its
-    type and, for a tuple or list, its entries' types (deeper nesting is never
-    valid, and a nested container never equals a valid value)."""
-    return tuple(sorted([(k, v, type(v), tuple(map(type, v)) if type(v) in _SEQUENCES
-                          else None) for k, v in kwargs.items()]))
-
-
 def parse_params(kwargs: Mapping[str, Any]) -> DeconvolutionParam:
-    """``DeconvolutionParam.from_kwargs`` with a cache for repeated calls.
+    """``DeconvolutionParam.from_kwargs`` of a call's keyword arguments.
 
     Unknown keywords raise :class:`TypeError`, like a Python signature would.
+    (A repeated call does not come here: its prepared call remembers the
+    result, see ``_exec.pyx``.)
     """
-    try:
-        key = _cache_key(kwargs)
-        hash(key)
-    except TypeError:  # a list somewhere: not cacheable, parse every time
-        key = None
-    else:
-        cached = _param_cache.get(key)
-        if cached is not None:
-            return cached
     unknown = sorted(set(kwargs) - set(_FIELDS))
     if unknown:
         raise TypeError(f"Deconvolution got unexpected keyword argument(s) {unknown}; "
                         f"accepted: {list(_FIELDS)}")
-    param = DeconvolutionParam.from_kwargs(**kwargs)
-    if key is not None:
-        if len(_param_cache) > 4096:
-            _param_cache.clear()
-        _param_cache[key] = param
-    return param
+    return DeconvolutionParam.from_kwargs(**kwargs)
 
 
 def check_shape(name: str, given: Sequence[int], expected: Sequence[int]) -> None:

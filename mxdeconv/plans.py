@@ -17,11 +17,10 @@ checking again.
 """
 from __future__ import annotations
 
-import threading
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
+from typing import Any, Callable, Iterable, List, Optional, Tuple, Union
 
 from . import kernel_check
 from ._loader import ops as _ops
@@ -56,8 +55,8 @@ class Choice:
         return text
 
 
-_choices: Dict[tuple, Choice] = {}
-_choices_lock = threading.Lock()
+#: key -> Choice, for the process (bounded like every cache here: an LRU map).
+_choices = _ops.LRUCache(1 << 14) if _ops is not None else None
 _warned: set = set()
 
 
@@ -112,8 +111,7 @@ def _plan(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterable[An
     choice = _choices.get(key)
     if choice is None:
         choice, plan = _choose(key[0].replace("_", " "), geom, candidates, make_check())
-        with _choices_lock:
-            _choices.setdefault(key, choice)
+        _choices.put(key, choice)
     elif choice.index is not None:  # chosen by another thread (or before an eviction)
         plan = next(c for c in candidates() if c.index == choice.index).build()
     if plan is None:
@@ -161,6 +159,5 @@ def backward_plans(geom: DeconvGeometry, dtype: str) -> Union[BackwardPlans, Una
 
 def clear_choices() -> None:
     """Forget every choice (the next plan of each key is chosen and checked again)."""
-    with _choices_lock:
-        _choices.clear()
+    _choices.clear()
     _warned.clear()
