@@ -18,8 +18,8 @@ import numpy as np
 cimport numpy as cnp
 
 from ._ops cimport (BackwardDataPlan, BackwardWeightsPlan, ForwardPlan, Layout, MemoryDesc,
-                    ThreadState, data_ptr, new_buffer, plain_view, reordered, run_reorder,
-                    thread_count, thread_state)
+                    ThreadState, data_ptr, enter_threads, leave_threads, new_buffer,
+                    plain_view, reordered, run_reorder, thread_count, thread_state)
 from . import registry, tape
 from .buffers cimport aligned_empty
 from .ndarray import NDArray
@@ -52,13 +52,28 @@ cdef cnp.ndarray input_buffer(arr, Layout wanted, label):
 
 cdef cnp.ndarray weight_buffer(weight, Layout wanted, bint training):
     """Inference keeps the weight in the primitive's layout after the first
-    reorder (MXNet's MKLDNNDataReorderAsync), unless its memory is exposed;
-    training leaves the NDArray in the default layout so optimizer code sees
-    plain memory (Reorder2DefaultAsync)."""
+    reorder (MXNet's MKLDNNDataReorderAsync), unless its memory is exposed.
+    Training leaves the NDArray in the default layout so optimizer code sees
+    plain memory (Reorder2DefaultAsync), and keeps the reordered copy beside it
+    for the forward and backward-data passes while the weight's version (every
+    write through mxdeconv bumps it) is unchanged; exposed memory is never
+    trusted to be unchanged."""
     if training:
         if weight._state[1] is not None:
             weight._plain()
-        return input_buffer(weight, wanted, "weights")
+        if wanted.is_plain:
+            return weight._state[0]
+        derived = weight._derived
+        if derived is not None and not weight._exposed:
+            kept = derived.get(wanted)
+            if kept is not None and kept[0] == weight._version:
+                return kept[1]
+        buffer = input_buffer(weight, wanted, "weights")
+        if not weight._exposed:
+            if derived is None or len(derived) >= 2:
+                derived = weight._derived = {}
+            derived[wanted] = (weight._version, buffer)
+        return buffer
     buffer = input_buffer(weight, wanted, "weights")
     state = weight._state
     if buffer is not state[0]:
@@ -127,15 +142,22 @@ cdef object finish_output(Output o):
 
 cdef object run_forward(ForwardPlan plan, data, weight, bias, out, bint accumulate,
                         bint training):
-    # Every buffer stays in a local until run(): a temporary must outlive the
-    # execution that reads it.
-    src = input_buffer(data, plan.src, "data")
-    wei = weight_buffer(weight, plan.weights, training)
-    bias_buf = None if plan.bias is None else input_buffer(bias, plan.bias, "bias")
-    cdef Output dst = make_output(plan.dst, out, accumulate, True, False)
-    plan.run(data_ptr(src), data_ptr(wei),
-             NULL if bias_buf is None else data_ptr(bias_buf), data_ptr(dst.buffer))
-    return finish_output(dst)
+    # The whole call (its reorders too) runs with the plan's OpenMP team: the
+    # planner may choose one thread for a small layer.
+    cdef int ambient = enter_threads(plan.threads)
+    try:
+        # Every buffer stays in a local until run(): a temporary must outlive
+        # the execution that reads it.
+        src = input_buffer(data, plan.src, "data")
+        wei = weight_buffer(weight, plan.weights, training)
+        bias_buf = None if plan.bias is None else input_buffer(bias, plan.bias, "bias")
+        dst = make_output(plan.dst, out, accumulate, True, False)
+        plan.run(data_ptr(src), data_ptr(wei),
+                 NULL if bias_buf is None else data_ptr(bias_buf),
+                 data_ptr((<Output>dst).buffer))
+        return finish_output(dst)
+    finally:
+        leave_threads(ambient)
 
 
 def deconv_forward(ForwardPlan plan, data, weight, bias, out, bint accumulate,
@@ -146,15 +168,24 @@ def deconv_forward(ForwardPlan plan, data, weight, bias, out, bint accumulate,
 
 cdef tuple run_backward(BackwardDataPlan data_plan, BackwardWeightsPlan weights_plan,
                         out_grad, data, weight, tuple grads, tuple accumulate, tuple needed):
+    cdef int ambient = enter_threads(data_plan.threads)
+    try:
+        return run_backward_passes(data_plan, weights_plan, out_grad, data, weight, grads,
+                                   accumulate, needed)
+    finally:
+        leave_threads(ambient)
+
+
+cdef tuple run_backward_passes(BackwardDataPlan data_plan, BackwardWeightsPlan weights_plan,
+                               out_grad, data, weight, tuple grads, tuple accumulate,
+                               tuple needed):
     cdef Output diff_src, diff_weights, diff_bias
     results = [None, None, None]
     diff_dst = None
     if needed[0]:
         diff_dst = input_buffer(out_grad, data_plan.diff_dst, "out_grad")
-        if weight._state[1] is not None:
-            weight._plain()
         diff_src = make_output(data_plan.diff_src, grads[0], accumulate[0], False, False)
-        weight_buf = input_buffer(weight, data_plan.weights, "weights")
+        weight_buf = weight_buffer(weight, data_plan.weights, True)
         data_plan.run(data_ptr(diff_dst), data_ptr(weight_buf), data_ptr(diff_src.buffer))
         results[0] = finish_output(diff_src)
     if needed[1] or needed[2]:
@@ -205,41 +236,34 @@ cdef Miss miss(key):
     return m
 
 
-cdef object params_key(dict params):
-    """The parameters as a cache key, or None when equal-but-different values
-    could collide: a float equals an int (3.0 == 3) and a bool equals 0 or 1,
-    yet only some are valid.  Exact ints, strs and None, tuples of exact ints
-    are keyed as they are; bools are marked so True and 1 stay apart."""
-    cdef Py_ssize_t position = 0
-    cdef unsigned long bools = 0
+cdef long params_bools(dict params) except -2:
+    """Whether the parameters can key a cache as they are (-1: no), and which of
+    them are bools (a bit each).  A float equals an int (3.0 == 3) and a bool
+    equals 0 or 1, yet only some of them are valid: exact ints, strs and None,
+    and tuples of exact ints are keyed as they are; bools are marked, so True
+    and 1 stay apart; anything else (floats, lists, NumPy scalars) is not keyed."""
+    cdef long position = 0, bools = 0
     for value in params.values():
         kind = type(value)
         if kind is tuple:
             for entry in <tuple>value:
                 if type(entry) is not int:
-                    return None
+                    return -1
         elif kind is bool:
-            bools |= 1UL << position
+            bools |= 1L << position
         elif not (kind is int or kind is str or value is None):
-            return None
+            return -1
         position += 1
-    return (tuple(params.items()), bools)
+    return bools
 
 
-cdef inline object array_signature(arr):
-    """(shape, dtype) of an NDArray whose default-layout buffer is C-contiguous,
-    else None (an input the full path has to copy or refuse)."""
+cdef inline bint usable(arr):
+    """An NDArray whose default-layout buffer, if any, is C-contiguous (anything
+    else goes to the full path, which copies or refuses it)."""
     if type(arr) is not NDArray:
-        return None
+        return False
     buffer, layout = arr._state
-    if layout is None and not cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>buffer):
-        return None
-    return arr._shape, arr._dtype
-
-
-cdef object dispatch_state():
-    """What else decides the implementation: a forced one, the oneDNN switch."""
-    return registry._local.forced, registry._onednn_enabled
+    return layout is not None or cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>buffer)
 
 
 cdef bint overlaps(a, b):
@@ -293,22 +317,20 @@ def forward(data, weight, bias, out, req, train, dict params):
     to keep one once the full path has validated and planned the signature."""
     if type(req) is not str or (train is not None and type(train) is not bool):
         return miss(None)
-    data_sig = array_signature(data)
-    weight_sig = array_signature(weight)
-    bias_sig = None if bias is None else array_signature(bias)
-    pkey = params_key(params)
-    if (data_sig is None or weight_sig is None or pkey is None
-            or (bias is not None and bias_sig is None)):
+    if not (usable(data) and usable(weight) and (bias is None or usable(bias))):
         return miss(None)
-    out_sig = None
-    if out is not None:
-        if not writable_target(out):
-            return miss(None)
-        out_sig = (out._shape, out._dtype)
-    training = tape.is_training() if train is None else train
+    if out is not None and not writable_target(out):
+        return miss(None)
+    cdef long bools = params_bools(params)
+    if bools < 0:
+        return miss(None)
     cdef ThreadState state = thread_state()
-    key = (LRU_KEY_FORWARD, pkey, data_sig, weight_sig, bias_sig, out_sig, req, training,
-           thread_count(state), dispatch_state())
+    key = (LRU_KEY_FORWARD, tuple(params), tuple(params.values()), bools,
+           data._shape, data._dtype, weight._shape, weight._dtype,
+           None if bias is None else bias._shape, None if bias is None else bias._dtype,
+           None if out is None else out._shape, None if out is None else out._dtype,
+           req, tape.is_training() if train is None else train, thread_count(state),
+           registry._local.forced, registry._onednn_enabled)
     prepared = state.cache.get(key)
     if prepared is None:
         return miss(key)
@@ -366,13 +388,11 @@ def backward(out_grad, data, weight, bias, req, grads, train, dict params):
         targets = tuple(grads)
     else:
         return miss(None)
-    og_sig = array_signature(out_grad)
-    data_sig = array_signature(data)
-    weight_sig = array_signature(weight)
-    bias_sig = None if bias is None else array_signature(bias)
-    pkey = params_key(params)
-    if (og_sig is None or data_sig is None or weight_sig is None or pkey is None
-            or (bias is not None and bias_sig is None) or len(targets) != 3):
+    if not (usable(out_grad) and usable(data) and usable(weight)
+            and (bias is None or usable(bias))) or len(targets) != 3:
+        return miss(None)
+    cdef long bools = params_bools(params)
+    if bools < 0:
         return miss(None)
     target_sigs = []
     for target in targets:
@@ -383,9 +403,12 @@ def backward(out_grad, data, weight, bias, req, grads, train, dict params):
         else:
             target_sigs.append((target._shape, target._dtype))
     cdef ThreadState state = thread_state()
-    key = (LRU_KEY_BACKWARD, pkey, og_sig, data_sig, weight_sig, bias_sig, reqs,
-           tuple(target_sigs), True if train is None else train, thread_count(state),
-           dispatch_state())
+    key = (LRU_KEY_BACKWARD, tuple(params), tuple(params.values()), bools,
+           out_grad._shape, out_grad._dtype, data._shape, data._dtype,
+           weight._shape, weight._dtype,
+           None if bias is None else bias._shape, None if bias is None else bias._dtype,
+           reqs, tuple(target_sigs), tape.is_training() if train is None else train,
+           thread_count(state), registry._local.forced, registry._onednn_enabled)
     prepared = state.cache.get(key)
     if prepared is None:
         return miss(key)

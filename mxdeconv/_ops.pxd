@@ -56,13 +56,14 @@ cdef class Primitive:
     cdef dnnl_primitive_t prim
     cdef dnnl_exec_arg_t args[MAX_ARGS]
     cdef int nargs
+    cdef readonly int threads
     cdef readonly str impl
     cdef int run(self, void **handles) except -1
 
 
 cdef class Candidate:
     cdef readonly PrimitiveDesc pd
-    cdef readonly str family, impl
+    cdef readonly str family, weights, impl
     cdef readonly bint bias_fused
     cdef readonly int index
     cdef object builder
@@ -73,6 +74,7 @@ cdef class ForwardPlan:
     cdef readonly Layout src, weights, bias, dst
     cdef readonly str impl, family
     cdef readonly bint bias_fused
+    cdef readonly int threads
     cdef public object verdict
     cdef int run(self, void *src, void *weights, void *bias, void *dst) except -1
 
@@ -81,6 +83,7 @@ cdef class BackwardDataPlan:
     cdef readonly Primitive prim
     cdef readonly Layout diff_dst, weights, diff_src
     cdef readonly str impl, family
+    cdef readonly int threads
     cdef public object verdict
     cdef int run(self, void *diff_dst, void *weights, void *diff_src) except -1
 
@@ -89,12 +92,15 @@ cdef class BackwardWeightsPlan:
     cdef readonly Primitive prim
     cdef readonly Layout src, diff_dst, diff_weights, diff_bias
     cdef readonly str impl, family
+    cdef readonly int threads
     cdef public object verdict
     cdef int run(self, void *src, void *diff_dst, void *diff_weights,
                  void *diff_bias) except -1
 
 
 cdef ThreadState thread_state()
+cdef int enter_threads(int threads)
+cdef void leave_threads(int ambient)
 cdef int thread_count(ThreadState state) except -1
 cdef cnp.ndarray new_buffer(MemoryDesc desc)
 cdef object plain_view(cnp.ndarray buffer, Layout layout)

@@ -201,6 +201,40 @@ def get_num_threads():
     return thread_count(thread_state())
 
 
+cdef int enter_threads(int threads):
+    """Make this thread's OpenMP count ``threads`` (1 in a forked child); returns
+    the count to give back to leave_threads()."""
+    cdef int ambient = omp_get_max_threads()
+    if _forked_child:
+        threads = 1
+    if threads != ambient:
+        omp_set_num_threads(threads)
+    return ambient
+
+
+cdef void leave_threads(int ambient):
+    if omp_get_max_threads() != ambient:
+        omp_set_num_threads(ambient)
+
+
+cdef class using_threads:
+    """``with using_threads(n):`` this thread plans and creates primitives for
+    ``n`` OpenMP threads (the planner tries fewer threads on small layers)."""
+    cdef int count, saved
+
+    def __cinit__(self, int count):
+        self.count = 1 if _forked_child else count
+
+    def __enter__(self):
+        self.saved = omp_get_max_threads()
+        omp_set_num_threads(self.count)
+        return self
+
+    def __exit__(self, *exc):
+        omp_set_num_threads(self.saved)
+        return False
+
+
 def _clamp_environment_threads():
     """Survive a huge OMP_NUM_THREADS: clamp it, with a warning."""
     cdef int count = omp_get_max_threads()
@@ -349,7 +383,9 @@ cdef MemoryDesc wrap_md(const_dnnl_memory_desc_t src, str role, bint grouped=Fal
     # blocked axis upper-case), then the inner blocks, e.g. aBcd16b -> nChw16c.
     letters = letters_of(role, ndims, grouped)
     blocked_axes = {idxs[i] for i in range(nblks)}
-    order = sorted(range(ndims), key=lambda axis: -strides[axis])
+    # Equal strides happen with extents of 1 (any stride fits them): the axis
+    # that really has extent goes first, as oneDNN's own tags read.
+    order = sorted(range(ndims), key=lambda axis: (-strides[axis], dims[axis] == 1, axis))
     name = "".join(letters[a].upper() if a in blocked_axes else letters[a] for a in order)
     name += "".join(f"{blks[i]}{letters[idxs[i]]}" for i in range(nblks))
     desc.layout = name
@@ -540,8 +576,14 @@ cdef class Primitive:
         cdef dnnl_stream_t stream = thread_state().stream
         cdef dnnl_status_t status = dnnl_success
         cdef int i
-        if not _team_started and omp_get_max_threads() > 1:
+        # Run with the OpenMP team the primitive was planned for (the planner
+        # may choose fewer threads than the caller's count for a small layer).
+        cdef int ambient = omp_get_max_threads()
+        cdef int threads = 1 if _forked_child else self.threads
+        if threads > 1:
             _team_started = True
+        if threads != ambient:
+            omp_set_num_threads(threads)
         with nogil:
             for i in range(self.nargs):
                 status = dnnl_memory_set_data_handle(self.args[i].memory, handles[i])
@@ -551,6 +593,8 @@ cdef class Primitive:
                 status = dnnl_primitive_execute(self.prim, stream, self.nargs, self.args)
             if status == dnnl_success:
                 status = dnnl_stream_wait(stream)
+        if threads != ambient:
+            omp_set_num_threads(ambient)
         if status != dnnl_success:
             check(status, "execution of " + self.impl)
         return 0
@@ -561,6 +605,7 @@ cdef Primitive make_primitive(PrimitiveDesc pd, list args):
     cdef Primitive p = Primitive.__new__(Primitive)
     cdef MemoryDesc desc
     p.impl = pd.impl()
+    p.threads = omp_get_max_threads()  # oneDNN plans its OpenMP team at creation
     for arg, desc in args:
         p.args[p.nargs].arg = arg
         check(dnnl_memory_create(&p.args[p.nargs].memory, desc.md, engine(),
@@ -611,35 +656,43 @@ def clear_cache():
 # ----------------------------------------------------------------------------
 # Reorders
 # ----------------------------------------------------------------------------
+cdef Primitive make_reorder(MemoryDesc src, MemoryDesc dst, bint accumulate):
+    """dst = [dst +] src, converting layouts."""
+    cdef Attr attr = Attr(accumulate)
+    cdef PrimitiveDesc pd = PrimitiveDesc.__new__(PrimitiveDesc)
+    check(dnnl_reorder_primitive_desc_create(&pd.pd, src.md, engine(), dst.md, engine(),
+                                             attr.attr),
+          f"reorder {src.layout} -> {dst.layout}")
+    return make_primitive(pd, [(DNNL_ARG_FROM, src), (DNNL_ARG_TO, dst)])
+
+
 cdef Primitive reorder_primitive(MemoryDesc src, MemoryDesc dst, bint accumulate):
+    """The cached reorder of this thread (made on first use)."""
     cdef ThreadState state = thread_state()
     # The thread count is part of the key: oneDNN plans a primitive's OpenMP
     # team when it creates it.
     key = ("reorder", src.key, dst.key, accumulate, thread_count(state))
     cdef LRUCache lru = state.cache
     cdef Primitive prim = lru.get(key)
-    if prim is not None:
-        return prim
-    cdef Attr attr = Attr(accumulate)
-    cdef PrimitiveDesc pd = PrimitiveDesc.__new__(PrimitiveDesc)
-    check(dnnl_reorder_primitive_desc_create(&pd.pd, src.md, engine(), dst.md, engine(),
-                                             attr.attr),
-          f"reorder {src.layout} -> {dst.layout}")
-    prim = make_primitive(pd, [(DNNL_ARG_FROM, src), (DNNL_ARG_TO, dst)])
-    lru.put(key, prim)
+    if prim is None:
+        prim = make_reorder(src, dst, accumulate)
+        lru.put(key, prim)
     return prim
 
 
 cdef int run_reorder(MemoryDesc src, cnp.ndarray src_buf, MemoryDesc dst,
                      cnp.ndarray dst_buf, bint accumulate, label) except -1:
-    """dst_buf (layout ``dst``) = [dst_buf +] src_buf (layout ``src``); counted
-    under ``label`` in reorder_counts() (None: not counted)."""
+    """dst_buf (layout ``dst``) = [dst_buf +] src_buf (layout ``src``), counted
+    under ``label`` in reorder_counts().  ``label`` None: a one-off reorder of
+    the planner's checks, neither counted nor cached."""
     cdef void *handles[2]
     handles[0] = data_ptr(src_buf)
     handles[1] = data_ptr(dst_buf)
+    if label is None:
+        make_reorder(src, dst, accumulate).run(handles)
+        return 0
     reorder_primitive(src, dst, accumulate).run(handles)
-    if label is not None:
-        _reorders[label] = _reorders.get(label, 0) + 1
+    _reorders[label] = _reorders.get(label, 0) + 1
     return 0
 
 
@@ -788,8 +841,9 @@ cdef class Candidate:
         return self.builder(self)
 
     def __repr__(self):
+        weights = ", plain weights" if self.weights == "plain" else ""
         bias = "" if self.bias_fused else ", bias added separately"
-        return f"Candidate({self.impl}, {self.family} layouts{bias})"
+        return f"Candidate({self.impl}, {self.family} layouts{weights}{bias})"
 
 
 cdef class ForwardPlan:
@@ -843,6 +897,7 @@ cdef ForwardPlan build_forward(Geometry g, Candidate c):
     cdef ForwardPlan plan = ForwardPlan.__new__(ForwardPlan)
     cdef PrimitiveDesc pd = c.pd
     plan.impl, plan.family, plan.bias_fused = c.impl, c.family, c.bias_fused
+    plan.threads = omp_get_max_threads()
     plan.src = make_layout(pd.query(dnnl_query_src_md, 0, ROLE_DATA), ROLE_DATA, g.data_shape)
     plan.weights = make_layout(pd.query(dnnl_query_weights_md, 0, ROLE_WEIGHTS, g.grouped),
                                ROLE_WEIGHTS, g.weight_shape, g.groups)
@@ -861,36 +916,51 @@ cdef ForwardPlan build_forward(Geometry g, Candidate c):
     return plan
 
 
-def _enumerate(make_pd, builder, list families, list fused_flags):
-    """Candidates of one pass: for each (bias fused?, family), oneDNN's
-    implementations in its order; duplicates once; reference kernels last."""
+def _enumerate(make_pd, builder, list variants):
+    """Candidates of one pass: for each variant (data layout family, weights
+    layout family, bias fused?), oneDNN's implementations in its order;
+    duplicates once; reference kernels last."""
     seen = set()
     deferred = []
     cdef Candidate c
     cdef PrimitiveDesc pd
     cdef int index = 0
-    for fused in fused_flags:
-        for family in families:
-            pd = make_pd(family, fused)
-            while pd is not None:
-                c = Candidate.__new__(Candidate)
-                c.pd, c.family, c.bias_fused, c.impl = pd.clone(), family, fused, pd.impl()
-                c.builder = builder
-                key = (c.impl, fused, _pd_layout_keys(c.pd))
-                if key not in seen:
-                    seen.add(key)
-                    if c.is_reference:
-                        deferred.append(c)
-                    else:
-                        c.index = index
-                        index += 1
-                        yield c
-                if not pd.next_impl():
-                    pd = None
+    for family, weights, fused in variants:
+        pd = make_pd(family, weights, fused)
+        while pd is not None:
+            c = Candidate.__new__(Candidate)
+            c.pd, c.family, c.weights, c.bias_fused = pd.clone(), family, weights, fused
+            c.impl, c.builder = pd.impl(), builder
+            key = (c.impl, fused, _pd_layout_keys(c.pd))
+            if key not in seen:
+                seen.add(key)
+                if c.is_reference:
+                    deferred.append(c)
+                else:
+                    c.index = index
+                    index += 1
+                    yield c
+            if not pd.next_impl():
+                pd = None
     for c in deferred:
         c.index = index
         index += 1
         yield c
+
+
+def _variants(has_bias):
+    """(data family, weights family, bias fused) in the order oneDNN's own
+    choice is reached first: every data family with oneDNN's weights layout,
+    then with plain weights (no weight reorder in training), bias fused first."""
+    fused_flags = [True, False] if has_bias else [True]
+    return [(family, weights, fused) for fused in fused_flags
+            for weights in ("any", "plain") for family in FAMILIES]
+
+
+cdef MemoryDesc weights_md(Geometry g, str weights):
+    if weights == "plain":
+        return plain_md(g.weight_shape, g.dtype, ROLE_WEIGHTS, g.groups)
+    return g.weights_any()
 
 
 cdef tuple _pd_layout_keys(PrimitiveDesc pd):
@@ -914,13 +984,12 @@ def forward_candidates(geom, str dtype, bint training, bint accumulate):
     cdef Attr attr = Attr(accumulate)
     cdef dnnl_prop_kind_t prop = dnnl_forward_training if training else dnnl_forward_inference
 
-    def make_pd(family, fused):
+    def make_pd(family, weights, fused):
         return deconv_pd(g, PASS_FORWARD, prop, family_md(g.src_dims, dtype, family),
-                         g.weights_any(), g.bias_any() if fused and g.has_bias else None,
+                         weights_md(g, weights), g.bias_any() if fused and g.has_bias else None,
                          family_md(g.dst_dims, dtype, family), None, attr)
 
-    fused_flags = [True, False] if g.has_bias else [True]
-    return _enumerate(make_pd, lambda c: build_forward(g, c), list(FAMILIES), fused_flags)
+    return _enumerate(make_pd, lambda c: build_forward(g, c), _variants(g.has_bias))
 
 
 cdef class BackwardDataPlan:
@@ -965,18 +1034,18 @@ def backward_weights_candidates(geom, str dtype):
     cdef Geometry g = Geometry.of(geom, dtype)
     cdef PrimitiveDesc hint = forward_hint(g)
 
-    def make_pd(family, fused):
+    def make_pd(family, weights, fused):
         return deconv_pd(g, PASS_BACKWARD_WEIGHTS, dnnl_backward_weights,
-                         family_md(g.src_dims, dtype, family), g.weights_any(),
+                         family_md(g.src_dims, dtype, family), weights_md(g, weights),
                          g.bias_any() if g.has_bias else None,
                          family_md(g.dst_dims, dtype, family), hint, None)
 
-    return _enumerate(make_pd, lambda c: build_backward_weights(g, c), list(FAMILIES), [True])
+    return _enumerate(make_pd, lambda c: build_backward_weights(g, c), _variants(False))
 
 
 cdef BackwardWeightsPlan build_backward_weights(Geometry g, Candidate c):
     cdef BackwardWeightsPlan plan = BackwardWeightsPlan.__new__(BackwardWeightsPlan)
-    plan.impl, plan.family = c.impl, c.family
+    plan.impl, plan.family, plan.threads = c.impl, c.family, omp_get_max_threads()
     plan.src = make_layout(c.pd.query(dnnl_query_src_md, 0, ROLE_DATA), ROLE_DATA,
                            g.data_shape)
     plan.diff_dst = make_layout(c.pd.query(dnnl_query_diff_dst_md, 0, ROLE_DATA),
@@ -994,36 +1063,22 @@ cdef BackwardWeightsPlan build_backward_weights(Geometry g, Candidate c):
     return plan
 
 
-def backward_data_candidates(geom, str dtype, Layout shared_diff_dst=None):
-    """Backward-data plans for ``geom``.  With ``shared_diff_dst`` (the layout
-    backward weights reads out_grad in), a plan reading that same layout comes
-    first, when it keeps oneDNN's first-choice kernel: one reorder of out_grad
-    then serves both passes."""
+def backward_data_candidates(geom, str dtype):
+    """Backward-data plans for ``geom``."""
     cdef Geometry g = Geometry.of(geom, dtype)
     cdef PrimitiveDesc hint = forward_hint(g)
-    cdef MemoryDesc data_any = family_md(g.src_dims, dtype, "any")
 
-    def make_pd(family, fused):
-        if family == "shared":
-            return deconv_pd(g, PASS_BACKWARD_DATA, dnnl_backward_data, data_any,
-                             g.weights_any(), None, shared_diff_dst.desc, hint, None)
+    def make_pd(family, weights, fused):
         return deconv_pd(g, PASS_BACKWARD_DATA, dnnl_backward_data,
-                         family_md(g.src_dims, dtype, family), g.weights_any(), None,
+                         family_md(g.src_dims, dtype, family), weights_md(g, weights), None,
                          family_md(g.dst_dims, dtype, family), hint, None)
 
-    cdef PrimitiveDesc shared, first
-    families = list(FAMILIES)
-    if shared_diff_dst is not None and shared_diff_dst.desc.layout != "any":
-        shared = make_pd("shared", True)
-        first = make_pd("any", True)
-        if shared is not None and first is not None and shared.impl() == first.impl():
-            families.insert(0, "shared")
-    return _enumerate(make_pd, lambda c: build_backward_data(g, c), families, [True])
+    return _enumerate(make_pd, lambda c: build_backward_data(g, c), _variants(False))
 
 
 cdef BackwardDataPlan build_backward_data(Geometry g, Candidate c):
     cdef BackwardDataPlan plan = BackwardDataPlan.__new__(BackwardDataPlan)
-    plan.impl, plan.family = c.impl, c.family
+    plan.impl, plan.family, plan.threads = c.impl, c.family, omp_get_max_threads()
     plan.diff_dst = make_layout(c.pd.query(dnnl_query_diff_dst_md, 0, ROLE_DATA),
                                 ROLE_DATA, g.out_shape)
     plan.weights = make_layout(c.pd.query(dnnl_query_weights_md, 0, ROLE_WEIGHTS, g.grouped),
@@ -1060,6 +1115,12 @@ cdef list time_primitive(Primitive prim, list descs, int repeats):
         prim.run(handles)
         times.append(now() - start)
     return times
+
+
+def time_reorder(MemoryDesc src, MemoryDesc dst, int repeats=5):
+    """Per-execution seconds of the reorder ``src`` -> ``dst`` on zeroed buffers
+    (a primitive of its own: timing candidates leaves the cache as it was)."""
+    return time_primitive(make_reorder(src, dst, False), [src, dst], repeats)
 
 
 def bench_raw(plan, int repeats=10):

@@ -471,7 +471,9 @@ class Parameter:
     def zero_grad(self) -> None:
         """Set the gradient to zeros."""
         if self._data is not None and self._data._grad is not None:
-            np.asarray(self._data._grad)[...] = 0
+            grad = self._data._grad
+            grad._plain()[...] = 0  # a write through mxdeconv: no view handed out
+            grad._bump()
 
     def cast(self, dtype: Any) -> None:
         """Change the dtype of the values (and gradient): float16, float32, float64 or

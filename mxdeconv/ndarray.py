@@ -57,7 +57,7 @@ class NDArray:
     """
 
     __slots__ = ("_state", "_shape", "_dtype", "_grad", "_grad_req", "_node", "_version",
-                 "_exposed", "__weakref__")
+                 "_exposed", "_derived", "__weakref__")
 
     def __init__(self, buffer: np.ndarray, layout: Any = None) -> None:
         # Internal constructor: `buffer` is owned by the new array from now on.
@@ -73,6 +73,9 @@ class NDArray:
         self._node = None
         self._version = 0      # bumped by every write through mxdeconv
         self._exposed = False  # memory visible outside mxdeconv: never swapped
+        # Training weights: {layout: (version, buffer)}, copies of these values in
+        # a primitive's layout, valid while the version is unchanged (_exec.pyx).
+        self._derived = None
 
     # -- basic properties -------------------------------------------------
     @property

@@ -1,31 +1,87 @@
-"""The planner: which oneDNN plan runs a geometry, checked before its first use.
+"""The planner: the fastest correct oneDNN plan for each pass of a layer.
 
 For a new (pass, geometry, dtype, mode, thread count) it walks the candidates
-oneDNN offers (``_ops.*_candidates``: its implementations in each layout
-family, the bias fused or added by a separate primitive, reference kernels
-last) and takes the first whose result on the real geometry agrees with an
-independent computation (:mod:`mxdeconv.kernel_check`).  Each rejected
-candidate raises one :class:`~mxdeconv.KernelDefectWarning` naming the kernel
-and the geometry.  When no candidate agrees, or oneDNN has none, the answer
-is an :class:`Unavailable` whose reason the registry reports, and the call
-runs on the NumPy path.
+oneDNN offers (``_ops.*_candidates``: each implementation in each layout family
+for the data tensors, oneDNN's or plain weights, the bias fused or added by a
+separate primitive, reference kernels last), at the caller's thread count and,
+for small layers, on one thread.  With tuning on (the default) it times each
+candidate *end to end for the mode*: the primitives plus the reorders the call
+implies (default-layout inputs into the plan's layouts, results back to the
+default layout, the weight on every training call unless the plan takes it
+plain).  The fastest candidate whose result agrees with an independent
+computation (:mod:`mxdeconv.kernel_check`) wins; each one that disagrees raises
+one :class:`~mxdeconv.KernelDefectWarning`.  With tuning off
+(``MXDECONV_TUNE=0`` or :func:`set_tuning`) the first candidate that agrees
+wins: oneDNN's own first choice when it is correct.
 
-Plans hold primitives whose execution state is per thread, so they are
-cached per thread (``_ops``' LRU cache); the *choice* is remembered per
-process, so another thread builds the chosen candidate directly, without
-checking again.
+Tuning a pass costs at most ``max(TUNE_FLOOR_S, min(TUNE_FACTOR x the first
+candidate's time, TUNE_CEILING_S))`` of timing (plus the candidate running when
+the bound is reached, and the checks), once per machine: choices are kept in
+memory and on disk (:mod:`mxdeconv.plan_store`), and a choice read back is
+checked again before use.  When no candidate agrees, or oneDNN has none, the
+answer is :class:`Unavailable` and the call runs on the NumPy path.
+
+Plans hold primitives whose execution state is per thread, so they are cached
+per thread (``_ops``' LRU cache); the *choice* is remembered per process, so
+another thread builds the chosen candidate directly.
 """
 from __future__ import annotations
 
+import json
+import math
+import os
+import statistics
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
-from . import kernel_check
+from . import kernel_check, plan_store
 from ._loader import ops as _ops
 from .base import KernelDefectWarning, MXNetError
 from .params import DeconvGeometry
+
+#: The tuning bound per pass: TUNE_FACTOR times the first candidate's time,
+#: within [TUNE_FLOOR_S, TUNE_CEILING_S] (timing only: building candidates
+#: counts, the final checks do not).
+TUNE_FACTOR, TUNE_FLOOR_S, TUNE_CEILING_S = 50, 0.03, 2.0
+#: How many of the fastest candidates of the first, one-run estimate are timed
+#: again, over several runs, before the fastest correct one is chosen.
+REFINE = 3
+#: Below this many multiply-adds a pass is also tried on one thread (OpenMP's
+#: fork/join costs more than the work); above it, only on the caller's count.
+ONE_THREAD_MACS = 32_000_000
+
+
+def _env_tuning() -> bool:
+    value = os.environ.get("MXDECONV_TUNE", "1").strip().lower()
+    if value in ("0", "false", "off", "no"):
+        return False
+    if value not in ("1", "true", "on", "yes", ""):
+        warnings.warn(f"MXDECONV_TUNE={value!r} is not 0/1/true/false/on/off/yes/no; "
+                      "tuning stays on", RuntimeWarning, stacklevel=2)
+    return True
+
+
+_tuning = _env_tuning()
+
+
+def set_tuning(enabled: bool) -> bool:
+    """Time candidates and keep the fastest correct one (True, the default), or
+    take the first correct one in oneDNN's order (False); returns the old value.
+    Plans already chosen stay until :func:`mxdeconv.clear_cache`."""
+    global _tuning
+    if not isinstance(enabled, bool):
+        raise TypeError(f"set_tuning: enabled must be a bool, got {enabled!r} "
+                        f"of type {type(enabled).__name__}")
+    previous, _tuning = _tuning, enabled
+    return previous
+
+
+def tuning() -> bool:
+    """Whether new plans are tuned (see :func:`set_tuning`)."""
+    return _tuning
+
 
 @dataclass(frozen=True)
 class Unavailable:
@@ -35,57 +91,48 @@ class Unavailable:
 
 
 @dataclass
+class Measured:
+    """One candidate the tuner timed: its end-to-end seconds for the mode."""
+
+    candidate: str
+    threads: int
+    seconds: float
+    verdict: str = "not checked (a faster candidate agreed)"
+
+
+@dataclass
 class Choice:
     """What the planner decided for one key, kept for the process."""
 
     index: Optional[int]               # the chosen candidate's position, None: none
+    threads: int = 1
     impl: str = ""
+    how: str = "first correct candidate"   # or "tuned", "kept from an earlier run"
     rejected: List[Tuple[str, str]] = field(default_factory=list)  # (candidate, why)
-    seconds: float = 0.0               # time spent choosing (candidates built, checks)
+    measured: List[Measured] = field(default_factory=list)
+    seconds: float = 0.0               # time spent choosing
     reason: str = ""                   # why nothing was chosen
 
     def verdict(self) -> str:
-        """One line for explain(): what the check found."""
+        """What explain() prints: the choice, the check, the alternatives."""
         if self.index is None:
             return f"no oneDNN plan: {self.reason}"
-        text = (f"checked on this geometry against the NumPy path (exact small-integer "
-                f"inputs): {self.impl} agreed ({self.seconds * 1e3:.1f} ms to choose)")
+        text = (f"{self.how}: {self.impl} on {self.threads} thread(s), checked on this "
+                f"geometry against the NumPy path (exact small-integer inputs) and agreed "
+                f"({self.seconds * 1e3:.1f} ms to choose)")
         for candidate, why in self.rejected:
             text += f"; rejected {candidate}: {why}"
+        if self.measured:
+            text += "\n  measured (end to end for this mode):"
+            for m in sorted(self.measured, key=lambda m: m.seconds):
+                text += (f"\n    {m.seconds * 1e6:10.1f} us  {m.candidate} on {m.threads} "
+                         f"thread(s): {m.verdict}")
         return text
 
 
-#: key -> Choice, for the process (bounded like every cache here: an LRU map).
 _choices = _ops.LRUCache(1 << 14) if _ops is not None else None
+_store = plan_store.PlanStore(plan_store.default_path())
 _warned: set = set()
-
-
-def _choose(what: str, geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
-            check: Callable[[Any], Optional[str]]) -> Tuple[Choice, Any]:
-    """The first candidate whose plan passes ``check``, and that plan."""
-    start = time.perf_counter()
-    rejected: List[Tuple[str, str]] = []
-    try:
-        for candidate in candidates():
-            try:
-                plan = candidate.build()
-            except MXNetError as error:
-                rejected.append((repr(candidate), str(error)))
-                continue
-            reason = check(plan)
-            if reason is None:
-                return Choice(candidate.index, candidate.impl, rejected,
-                              time.perf_counter() - start), plan
-            rejected.append((repr(candidate), reason))
-            _warn(candidate, geom, reason)
-    except MXNetError as error:  # oneDNN refused the pass outright
-        return Choice(None, rejected=rejected, reason=str(error),
-                      seconds=time.perf_counter() - start), None
-    why = "; ".join(f"{c}: {r}" for c, r in rejected) or (
-        f"oneDNN {_ops.onednn_version()} has no {what} implementation for this geometry "
-        f"and dtype on this CPU (ISA {_ops.cpu_isa()})")
-    return Choice(None, rejected=rejected, reason=why,
-                  seconds=time.perf_counter() - start), None
 
 
 def _warn(candidate: Any, geom: DeconvGeometry, reason: str) -> None:
@@ -94,26 +141,256 @@ def _warn(candidate: Any, geom: DeconvGeometry, reason: str) -> None:
         return
     _warned.add(key)
     warnings.warn(KernelDefectWarning(
-        f"oneDNN kernel {candidate.impl} ({candidate.family} layouts"
-        f"{'' if candidate.bias_fused else ', bias added separately'}) gave a wrong result "
-        f"on data {geom.data_shape} -> {geom.out_shape}, kernel={geom.param.kernel}, "
-        f"stride={geom.param.stride}, dilate={geom.param.dilate}, pad_l={geom.pad_l}, "
-        f"pad_r={geom.pad_r}, num_group={geom.param.num_group}, "
-        f"bias={geom.bias_shape is not None}: {reason}; another plan is used instead"),
-        stacklevel=2)
+        f"oneDNN kernel {candidate!r} gave a wrong result on data {geom.data_shape} -> "
+        f"{geom.out_shape}, kernel={geom.param.kernel}, stride={geom.param.stride}, "
+        f"dilate={geom.param.dilate}, pad_l={geom.pad_l}, pad_r={geom.pad_r}, "
+        f"num_group={geom.param.num_group}, bias={geom.bias_shape is not None}: {reason}; "
+        "another plan is used instead"), stacklevel=2)
+
+
+# -- what a plan costs, end to end ------------------------------------------------
+class _Costs:
+    """Times primitives and the reorders a mode implies, once each per tuning."""
+
+    def __init__(self) -> None:
+        self._reorders: Dict[tuple, float] = {}
+
+    #: False: one run after a warm-up (the cheap estimate); True: the median of
+    #: enough runs to steady small layers, few for big ones.
+    precise = False
+
+    @staticmethod
+    def _median(times: List[float]) -> float:
+        return statistics.median(times)
+
+    def run(self, plan: Any) -> float:
+        """One run after a warm-up (the cheap estimate), or the median of several."""
+        once = _ops.bench_raw(plan, 1)[0]
+        if not self.precise:
+            return once
+        repeats = max(5, min(25, int(0.01 / max(once, 1e-7))))
+        return self._median(_ops.bench_raw(plan, repeats))
+
+    def reorder(self, src: Any, dst: Any) -> float:
+        key = (src.key, dst.key, _ops.get_num_threads())
+        if key not in self._reorders:
+            self._reorders[key] = self._median(_ops.time_reorder(src, dst, 5))
+        return self._reorders[key]
+
+    def into(self, layout: Any) -> float:
+        """A default-layout array into ``layout``."""
+        return 0.0 if layout.is_plain else self.reorder(layout.plain, layout.desc)
+
+    def out_of(self, layout: Any) -> float:
+        """A result in ``layout`` back to the default layout."""
+        return 0.0 if layout.is_plain else self.reorder(layout.desc, layout.plain)
+
+
+def _forward_cost(costs: _Costs, plan: Any, training: bool, accumulate: bool) -> float:
+    if plan.bias is not None and not plan.bias_fused and plan.dst.desc.dtype == "bfloat16":
+        # A separate bias rounds a bfloat16 result twice: such a plan is only
+        # for when no fused one is correct (the fallback after the timed ones).
+        return math.inf
+    seconds = costs.run(plan) + costs.into(plan.src) + costs.out_of(plan.dst)
+    if accumulate:
+        seconds += costs.into(plan.dst)  # the target seeds dst
+    if training:
+        seconds += costs.into(plan.weights)  # once per step: the weight changes
+    return seconds
+
+
+def _backward_weights_cost(costs: _Costs, plan: Any) -> float:
+    return (costs.run(plan) + costs.into(plan.src) + costs.into(plan.diff_dst)
+            + costs.out_of(plan.diff_weights))
+
+
+def _backward_data_cost(costs: _Costs, plan: Any, shared: Any) -> float:
+    diff_dst = 0.0 if shared is not None and plan.diff_dst == shared else \
+        costs.into(plan.diff_dst)
+    return (costs.run(plan) + diff_dst + costs.into(plan.weights)
+            + costs.out_of(plan.diff_src))
+
+
+# -- choosing ----------------------------------------------------------------------
+def _thread_options(geom: DeconvGeometry) -> List[int]:
+    """Thread counts to try: a small layer on one thread first (OpenMP's
+    fork/join can cost more than its work), then on the caller's count."""
+    threads = _ops.get_num_threads()
+    param = geom.param
+    macs = (geom.data_shape[0] * geom.in_channels * math.prod(geom.spatial_in)
+            * param.num_filter // param.num_group * math.prod(param.kernel))
+    if threads == 1 or not _tuning:
+        return [threads]
+    return [1, threads] if macs < ONE_THREAD_MACS else [threads]
+
+
+def _first_correct(geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
+                   check: Callable[[Any], Optional[str]], threads: int,
+                   skip: Iterable[int] = ()) -> Tuple[Optional[Any], Optional[Any],
+                                                      List[Tuple[str, str]]]:
+    """The first candidate (not in ``skip``) whose plan agrees, its plan, rejections."""
+    rejected: List[Tuple[str, str]] = []
+    skip = set(skip)
+    with _ops.using_threads(threads):
+        for candidate in candidates():
+            if candidate.index in skip:
+                continue
+            try:
+                plan = candidate.build()
+            except MXNetError as error:
+                rejected.append((repr(candidate), str(error)))
+                continue
+            reason = check(plan)
+            if reason is None:
+                return candidate, plan, rejected
+            rejected.append((repr(candidate), reason))
+            _warn(candidate, geom, reason)
+    return None, None, rejected
+
+
+def _tune(geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
+          check: Callable[[Any], Optional[str]], costs: "_Costs",
+          cost: Callable[[Any], float], start: float) -> Tuple[Choice, Any]:
+    """Estimate every candidate within the bound (one run each), time the
+    fastest few again precisely, then check them fastest first."""
+    timed: List[Tuple[float, int, Any, Any]] = []
+    rejected: List[Tuple[str, str]] = []
+    options = _thread_options(geom)
+    costs.precise = False
+    share = None  # each thread count gets an equal part of the bound
+    for threads in options:
+        begun = time.perf_counter()
+        with _ops.using_threads(threads):
+            for candidate in candidates():
+                if share is not None and time.perf_counter() - begun > share:
+                    break
+                if candidate.is_reference:
+                    continue
+                try:
+                    plan = candidate.build()
+                    seconds = cost(plan)
+                except MXNetError as error:
+                    rejected.append((repr(candidate), str(error)))
+                    continue
+                if math.isinf(seconds):  # not a contender (see the cost functions)
+                    continue
+                timed.append((seconds, threads, candidate, plan))
+                if share is None:
+                    bound = max(TUNE_FLOOR_S, min(TUNE_FACTOR * seconds, TUNE_CEILING_S))
+                    share = bound / len(options)
+    timed.sort(key=lambda entry: entry[0])
+    costs.precise = True
+    for position in range(min(REFINE, len(timed))):
+        seconds, threads, candidate, plan = timed[position]
+        with _ops.using_threads(threads):
+            timed[position] = (cost(plan), threads, candidate, plan)
+    timed.sort(key=lambda entry: entry[0])
+    measured = [Measured(repr(c), t, s) for s, t, c, _ in timed]
+    for position, (seconds, threads, candidate, plan) in enumerate(timed):
+        reason = check(plan)
+        if reason is None:
+            measured[position].verdict = "chosen: agreed"
+            return Choice(candidate.index, threads, candidate.impl, "tuned", rejected,
+                          measured), plan
+        measured[position].verdict = f"rejected: {reason}"
+        rejected.append((repr(candidate), reason))
+        _warn(candidate, geom, reason)
+    # Nothing timed agreed: correctness first, whatever the time.
+    threads = _ops.get_num_threads()
+    tried = [c.index for _, t, c, _ in timed if t == threads]
+    candidate, plan, more = _first_correct(geom, candidates, check, threads, tried)
+    rejected += more
+    if candidate is None:
+        return Choice(None, rejected=rejected, measured=measured), None
+    return Choice(candidate.index, threads, candidate.impl, "first correct candidate",
+                  rejected, measured), plan
+
+
+def _rebuild(choice: Choice, candidates: Callable[[], Iterable[Any]]) -> Any:
+    with _ops.using_threads(choice.threads):
+        for candidate in candidates():
+            if candidate.index == choice.index:
+                if candidate.impl != choice.impl:
+                    return None
+                return candidate.build()
+    return None
+
+
+def _store_key(key: tuple, geom: DeconvGeometry) -> str:
+    """The on-disk key: library, ISA, then the planner key (pass, dtype, mode
+    flags, threads) with the geometry spelled out."""
+    param = geom.param
+    return json.dumps([_ops.onednn_version(), _ops.cpu_isa(), key[0],
+                       [k for k in key[2:] if isinstance(k, (bool, int, str))],
+                       list(geom.data_shape), list(param.kernel), list(param.stride),
+                       list(param.dilate), list(geom.pad_l), list(geom.pad_r),
+                       param.num_filter, param.num_group, geom.bias_shape is not None],
+                      separators=(",", ":"))
+
+
+def _from_disk(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
+               check: Callable[[Any], Optional[str]]) -> Tuple[Optional[Choice], Any]:
+    entry = _store.get(_store_key(key, geom))
+    if entry is None:
+        return None, None
+    try:
+        choice = Choice(int(entry["index"]), int(entry["threads"]), str(entry["impl"]),
+                        "kept from an earlier tuning on this machine",
+                        measured=[Measured(str(m[0]), int(m[1]), float(m[2]), str(m[3]))
+                                  for m in entry.get("measured", [])])
+        plan = _rebuild(choice, candidates)
+    except (KeyError, TypeError, ValueError, IndexError, MXNetError):
+        return None, None
+    if plan is None or check(plan) is not None:
+        return None, None  # stale, or no longer agreeing: tune again
+    return choice, plan
+
+
+def _choose(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
+            make_check: Callable[[], kernel_check.Check], costs: "_Costs",
+            cost: Callable[[Any], float]) -> Tuple[Choice, Any]:
+    start = time.perf_counter()
+    check = make_check()
+    what = key[0].replace("_", " ")
+    try:
+        if _tuning:
+            choice, plan = _from_disk(key, geom, candidates, check)
+            if choice is None:
+                choice, plan = _tune(geom, candidates, check, costs, cost, start)
+                if plan is not None:
+                    _store.put(_store_key(key, geom), {
+                        "index": choice.index, "threads": choice.threads,
+                        "impl": choice.impl,
+                        "measured": [[m.candidate, m.threads, m.seconds, m.verdict]
+                                     for m in choice.measured]})
+        else:
+            threads = _ops.get_num_threads()
+            candidate, plan, rejected = _first_correct(geom, candidates, check, threads)
+            choice = Choice(None if candidate is None else candidate.index, threads,
+                            "" if candidate is None else candidate.impl,
+                            rejected=rejected)
+    except MXNetError as error:  # oneDNN refused the pass outright
+        choice, plan = Choice(None, reason=str(error)), None
+    choice.seconds = time.perf_counter() - start
+    if plan is None and not choice.reason:
+        choice.reason = "; ".join(f"{c}: {r}" for c, r in choice.rejected) or (
+            f"oneDNN {_ops.onednn_version()} has no {what} implementation for this geometry "
+            f"and dtype on this CPU (ISA {_ops.cpu_isa()})")
+    return choice, plan
 
 
 def _plan(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
-          make_check: Callable[[], kernel_check.Check]) -> Union[Any, Unavailable]:
+          make_check: Callable[[], kernel_check.Check], costs: "_Costs",
+          cost: Callable[[Any], float]) -> Union[Any, Unavailable]:
     plan = _ops.cache(key)
     if plan is not None:
         return plan
     choice = _choices.get(key)
     if choice is None:
-        choice, plan = _choose(key[0].replace("_", " "), geom, candidates, make_check())
+        choice, plan = _choose(key, geom, candidates, make_check, costs, cost)
         _choices.put(key, choice)
     elif choice.index is not None:  # chosen by another thread (or before an eviction)
-        plan = next(c for c in candidates() if c.index == choice.index).build()
+        plan = _rebuild(choice, candidates)
     if plan is None:
         unavailable = Unavailable(choice.verdict())
         _ops.cache_put(key, unavailable)
@@ -125,11 +402,13 @@ def _plan(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterable[An
 
 def forward_plan(geom: DeconvGeometry, dtype: str, training: bool,
                  accumulate: bool) -> Union[Any, Unavailable]:
-    """The checked forward plan (``accumulate``: req=add as a sum post-op)."""
-    key = ("forward", geom, dtype, training, accumulate, _ops.get_num_threads())
+    """The forward plan (``accumulate``: req=add as a sum post-op)."""
+    key = ("forward", geom, dtype, training, accumulate, _ops.get_num_threads(), _tuning)
+    costs = _Costs()
     return _plan(key, geom,
                  lambda: _ops.forward_candidates(geom, dtype, training, accumulate),
-                 lambda: kernel_check.forward_check(geom, dtype, accumulate))
+                 lambda: kernel_check.forward_check(geom, dtype, accumulate), costs,
+                 lambda plan: _forward_cost(costs, plan, training, accumulate))
 
 
 @dataclass(frozen=True)
@@ -141,23 +420,28 @@ class BackwardPlans:
 
 
 def backward_plans(geom: DeconvGeometry, dtype: str) -> Union[BackwardPlans, Unavailable]:
-    """The checked backward-data and backward-weights plans.  Backward data is
-    chosen second, preferring the out_grad layout backward weights reads."""
+    """The backward-weights and backward-data plans; backward data counts no
+    out_grad reorder when it reads out_grad in backward weights' layout."""
     threads = _ops.get_num_threads()
-    weights = _plan(("backward_weights", geom, dtype, threads), geom,
+    costs = _Costs()
+    weights = _plan(("backward_weights", geom, dtype, threads, _tuning), geom,
                     lambda: _ops.backward_weights_candidates(geom, dtype),
-                    lambda: kernel_check.backward_weights_check(geom, dtype))
+                    lambda: kernel_check.backward_weights_check(geom, dtype), costs,
+                    lambda plan: _backward_weights_cost(costs, plan))
     if isinstance(weights, Unavailable):
         return weights
-    data = _plan(("backward_data", geom, dtype, threads), geom,
-                 lambda: _ops.backward_data_candidates(geom, dtype, weights.diff_dst),
-                 lambda: kernel_check.backward_data_check(geom, dtype))
+    data = _plan(("backward_data", geom, dtype, threads, _tuning), geom,
+                 lambda: _ops.backward_data_candidates(geom, dtype),
+                 lambda: kernel_check.backward_data_check(geom, dtype), costs,
+                 lambda plan: _backward_data_cost(costs, plan, weights.diff_dst))
     if isinstance(data, Unavailable):
         return data
     return BackwardPlans(data, weights)
 
 
 def clear_choices() -> None:
-    """Forget every choice (the next plan of each key is chosen and checked again)."""
+    """Forget every choice in memory (the next plan of each key is chosen, and
+    read from or written to the plan cache on disk, again)."""
     _choices.clear()
     _warned.clear()
+    _store.clear()

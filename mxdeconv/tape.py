@@ -190,12 +190,13 @@ class _Node:
 
     __slots__ = ("op", "inputs", "parents", "attrs", "output", "freed")
 
-    def __init__(self, op: str, inputs: Tuple[Any, ...], attrs: Any, output: Any) -> None:
+    def __init__(self, op: str, inputs: Tuple[Any, ...], parents: Tuple[Any, ...],
+                 attrs: Any, output: Any) -> None:
         self.op = op
         self.inputs = inputs
         # The producers at record time: an array later overwritten by out=
         # (and so given a new node) still backpropagates into its old producer.
-        self.parents = tuple(None if a is None else a._node for a in inputs)
+        self.parents = parents
         self.attrs = attrs
         self.output = weakref.ref(output)
         self.freed = False
@@ -210,10 +211,6 @@ class _Node:
 
 def _is_variable(arr: Any) -> bool:
     return arr._node is None and arr._grad is not None and arr._grad_req != "null"
-
-
-def _needs_grad(arr: Any) -> bool:
-    return arr is not None and (arr._node is not None or _is_variable(arr))
 
 
 def record_op(op: str, output: Any, inputs: Sequence[Any], attrs: Any = None) -> Any:
@@ -234,11 +231,19 @@ def record_op(op: str, output: Any, inputs: Sequence[Any], attrs: Any = None) ->
     if not _state.recording or output is None:
         return output
     inputs = tuple(inputs)
-    if not any(_needs_grad(a) for a in inputs):
+    # One pass (this runs on every recorded call): each input's producer, and
+    # whether any input needs a gradient (a result of the graph, or a variable).
+    parents = []
+    needed = False
+    for arr in inputs:
+        node = None if arr is None else arr._node
+        parents.append(node)
+        needed = needed or node is not None or (arr is not None and _is_variable(arr))
+    if not needed:
         return output
     if op not in _BACKWARD:
         raise MXNetError(f"operator {op!r} has no registered backward")
-    output._node = _Node(op, inputs, attrs, output)
+    output._node = _Node(op, inputs, tuple(parents), attrs, output)
     return output
 
 

@@ -1,0 +1,254 @@
+"""The planner: the fastest correct plan, chosen once per machine, weights reused
+in training while unchanged.
+
+Timings are never asserted (machines are noisy); what is asserted is the rule:
+the chosen candidate is the fastest *measured* one that agreed with the check,
+the choice survives the process through the plan cache on disk, a broken or
+concurrent cache never breaks a call, and a training weight is reordered once
+per change of its values.
+"""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mxdeconv
+from mxdeconv import MXNetError, _ops, autograd, kernel_check, nd, plans
+from mxdeconv.params import infer_geometry, parse_params
+from reference import reference_backward, reference_forward
+
+KW = dict(kernel=(3, 3), stride=(2, 2), pad=(1, 1), num_filter=32, no_bias=False)
+TOL = dict(rtol=1e-4, atol=1e-4)
+
+
+@pytest.fixture(autouse=True)
+def fresh_planner():
+    plans.clear_choices()
+    mxdeconv.clear_cache()
+    yield
+    plans.clear_choices()
+    mxdeconv.clear_cache()
+
+
+def _arrays(seed=0, batch=2, channels=32, size=6):
+    rng = np.random.default_rng(seed)
+    return (nd.array(rng.standard_normal((batch, channels, size, size)).astype(np.float32)),
+            nd.array((0.1 * rng.standard_normal((channels, 32, 3, 3))).astype(np.float32)),
+            nd.array(rng.standard_normal(32).astype(np.float32)))
+
+
+def _geometry(x):
+    return infer_geometry(parse_params(KW), x.shape)
+
+
+def test_the_tuned_plan_is_the_fastest_measured_that_agreed():
+    x, w, b = _arrays()
+    plan = plans.forward_plan(_geometry(x), "float32", False, False)
+    choice = plan.verdict
+    assert choice.how == "tuned" and choice.measured
+    agreed = [m for m in choice.measured if m.verdict == "chosen: agreed"]
+    assert len(agreed) == 1
+    faster = [m for m in choice.measured if m.seconds < agreed[0].seconds]
+    assert all(m.verdict.startswith("rejected") for m in faster)
+    assert agreed[0].candidate.startswith(f"Candidate({plan.impl},")
+    text = mxdeconv.explain(x, w, b, **KW)
+    assert "tuned:" in text and "measured (end to end for this mode)" in text
+
+
+def test_tuning_off_takes_oneDNNs_first_correct_candidate():
+    x, w, b = _arrays()
+    geom = _geometry(x)
+    previous = plans.set_tuning(False)
+    try:
+        plan = plans.forward_plan(geom, "float32", False, False)
+    finally:
+        plans.set_tuning(previous)
+    check = kernel_check.forward_check(geom, "float32", False)
+    expected = next(c for c in _ops.forward_candidates(geom, "float32", False, False)
+                    if check(c.build()) is None)
+    assert plan.impl == expected.impl and plan.verdict.how == "first correct candidate"
+    assert not plan.verdict.measured
+    with pytest.raises(TypeError, match="set_tuning: enabled must be a bool"):
+        plans.set_tuning("no")
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_every_plan_the_planner_returns_is_correct(training):
+    x, w, b = _arrays(1)
+    with autograd.train_mode() if training else autograd.predict_mode():
+        y = nd.Deconvolution(x, w, b, **KW)
+    expected = reference_forward(x.asnumpy(), w.asnumpy(), b.asnumpy(), kernel=(3, 3),
+                                 stride=(2, 2), dilate=(1, 1), pad_l=(1, 1), pad_r=(1, 1),
+                                 num_group=1)
+    np.testing.assert_allclose(y.asnumpy(), expected, **TOL)
+
+
+def test_small_layers_may_run_on_one_thread_without_changing_the_callers_count():
+    before = mxdeconv.get_num_threads()
+    x = nd.ones((1, 8, 4, 4))
+    w = nd.ones((8, 8, 3, 3))
+    y = nd.Deconvolution(x, w, kernel=(3, 3), num_filter=8)
+    assert mxdeconv.get_num_threads() == before
+    assert float(y.asnumpy().max()) == 72.0
+    plan = plans.forward_plan(infer_geometry(parse_params(dict(kernel=(3, 3), num_filter=8)),
+                                             (1, 8, 4, 4)), "float32", False, False)
+    assert plan.threads in (1, before)
+    assert any(m.threads == 1 for m in plan.verdict.measured) or before == 1
+
+
+# -- the plan cache on disk -----------------------------------------------------------
+def _run(code, cache_dir, timeout=300):
+    env = dict(os.environ, MXDECONV_CACHE_DIR=str(cache_dir), PYTHONWARNINGS="always")
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+CHOOSE = """
+    import mxdeconv
+    from mxdeconv import nd
+    x, w = nd.ones((2, 32, 6, 6)), nd.ones((32, 32, 3, 3))
+    nd.Deconvolution(x, w, kernel=(3, 3), stride=(2, 2), pad=(1, 1), num_filter=32)
+    print(mxdeconv.explain(x, w, kernel=(3, 3), stride=(2, 2), pad=(1, 1),
+                           num_filter=32).splitlines()[4])
+    """
+
+
+def test_a_choice_is_kept_on_disk_and_checked_again(tmp_path):
+    first = _run(CHOOSE, tmp_path)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "tuned:" in first.stdout
+    files = list(tmp_path.glob("plans-v*.json"))
+    assert len(files) == 1 and json.loads(files[0].read_text())["entries"]
+    second = _run(CHOOSE, tmp_path)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "kept from an earlier tuning on this machine" in second.stdout
+    assert "checked on this geometry" in second.stdout
+
+
+@pytest.mark.parametrize("content", ["{not json", '{"format": 99, "entries": {}}',
+                                     '{"format": 1, "entries": []}', "\x00\xff"])
+def test_a_corrupt_or_stale_cache_file_is_ignored_with_a_warning(tmp_path, content):
+    (tmp_path / "plans-v1.json").write_bytes(content.encode("latin-1"))
+    run = _run(CHOOSE, tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "tuned:" in run.stdout
+    assert "mxdeconv plan cache" in run.stderr and "ignored" in run.stderr
+    json.loads((tmp_path / "plans-v1.json").read_text())  # rewritten whole
+
+
+def test_a_cache_entry_that_no_longer_matches_is_tuned_again(tmp_path):
+    assert _run(CHOOSE, tmp_path).returncode == 0
+    path = tmp_path / "plans-v1.json"
+    document = json.loads(path.read_text())
+    for entry in document["entries"].values():
+        entry["impl"] = "no:such:kernel"
+    path.write_text(json.dumps(document))
+    run = _run(CHOOSE, tmp_path)
+    assert run.returncode == 0 and "tuned:" in run.stdout, run.stderr[-3000:]
+
+
+def test_concurrent_processes_keep_the_cache_file_whole(tmp_path):
+    code = """
+        import sys
+        from mxdeconv import nd
+        size = int(sys.argv[1])
+        nd.Deconvolution(nd.ones((1, 16, size, size)), nd.ones((16, 8, 3, 3)),
+                         kernel=(3, 3), num_filter=8)
+        """
+    env = dict(os.environ, MXDECONV_CACHE_DIR=str(tmp_path))
+    runs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), str(size)],
+                             env=env, stderr=subprocess.PIPE, text=True)
+            for size in range(3, 9)]
+    for run in runs:
+        assert run.wait(timeout=300) == 0, run.stderr.read()[-3000:]
+    entries = json.loads((tmp_path / "plans-v1.json").read_text())["entries"]
+    sizes = {json.loads(key)[4][2] for key in entries}
+    assert sizes == set(range(3, 9))
+
+
+def test_an_empty_cache_dir_keeps_choices_in_memory(tmp_path):
+    run = _run(CHOOSE, "")
+    assert run.returncode == 0 and "tuned:" in run.stdout, run.stderr[-3000:]
+
+
+# -- training weights ----------------------------------------------------------------
+def _step(x, w, b, params):
+    with autograd.record():
+        y = nd.Deconvolution(x, w, b, **params)
+    y.backward(nd.ones(y.shape))
+    return y
+
+
+@pytest.fixture
+def first_choices():
+    """oneDNN's first choices, which take the weight blocked (the tuner may
+    prefer plain weights in training, with no reorder at all)."""
+    previous = plans.set_tuning(False)
+    mxdeconv.clear_cache()
+    yield
+    plans.set_tuning(previous)
+    mxdeconv.clear_cache()
+
+
+def _blocked_weight_params():
+    """A layer whose training plans take the weight in a blocked layout."""
+    for channels in (32, 64, 128):
+        params = dict(kernel=(3, 3), stride=(1, 1), num_filter=channels, no_bias=False)
+        geom = infer_geometry(parse_params(params), (2, channels, 8, 8))
+        forward = plans.forward_plan(geom, "float32", True, False)
+        if not forward.weights.is_plain:
+            return channels, params
+    pytest.skip("the planner takes plain weights for every layer tried on this CPU")
+
+
+def test_a_training_weight_is_reordered_once_per_change(first_choices):
+    channels, params = _blocked_weight_params()
+    rng = np.random.default_rng(3)
+    x = nd.array(rng.standard_normal((2, channels, 8, 8)).astype(np.float32))
+    w = nd.array((0.05 * rng.standard_normal((channels, channels, 3, 3))).astype(np.float32))
+    b = nd.array(rng.standard_normal(channels).astype(np.float32))
+    w.attach_grad()
+    _step(x, w, b, params)
+    mxdeconv.reset_reorder_counts()
+    for _ in range(3):
+        _step(x, w, b, params)
+    assert mxdeconv.reorder_counts().get("weights", 0) == 0   # kept from the first step
+    assert w.layout == "default"                              # optimizer code sees plain memory
+    # An update through mxdeconv bumps the version: the next step reorders once.
+    update = nd.array((0.05 * rng.standard_normal(w.shape)).astype(np.float32))
+    w_values = w.asnumpy()
+    nd.Deconvolution_backward(nd.ones((2, channels, 10, 10)), x, update, b,
+                              grads=[None, w, None], req=["null", "write", "null"], **params)
+    assert not np.array_equal(w.asnumpy(), w_values)
+    mxdeconv.reset_reorder_counts()
+    y = _step(x, w, b, params)
+    assert mxdeconv.reorder_counts().get("weights", 0) == 1
+    expected = reference_forward(x.asnumpy(), w.asnumpy(), b.asnumpy(), kernel=(3, 3),
+                                 stride=(1, 1), dilate=(1, 1), pad_l=(0, 0), pad_r=(0, 0),
+                                 num_group=1)
+    np.testing.assert_allclose(y.asnumpy(), expected, **TOL)
+    ref_dw = reference_backward(np.ones(y.shape), x.asnumpy(), w.asnumpy(), kernel=(3, 3),
+                                stride=(1, 1), dilate=(1, 1), pad_l=(0, 0), pad_r=(0, 0),
+                                num_group=1)[1]
+    np.testing.assert_allclose(w.grad.asnumpy(), ref_dw, rtol=1e-4, atol=1e-3)
+
+
+def test_an_exposed_training_weight_is_never_trusted(first_choices):
+    channels, params = _blocked_weight_params()
+    rng = np.random.default_rng(4)
+    x = nd.array(rng.standard_normal((2, channels, 8, 8)).astype(np.float32))
+    w = nd.array((0.05 * rng.standard_normal((channels, channels, 3, 3))).astype(np.float32))
+    b = nd.array(rng.standard_normal(channels).astype(np.float32))
+    view = np.asarray(w)  # outside code may write it any time
+    with autograd.train_mode():
+        nd.Deconvolution(x, w, b, **params)
+        view *= 2
+        y = nd.Deconvolution(x, w, b, **params)
+    expected = reference_forward(x.asnumpy(), view, b.asnumpy(), kernel=(3, 3), stride=(1, 1),
+                                 dilate=(1, 1), pad_l=(0, 0), pad_r=(0, 0), num_group=1)
+    np.testing.assert_allclose(y.asnumpy(), expected, **TOL)
