@@ -15,12 +15,15 @@ from contender import FLOP_FACTOR, MODE_LABELS, MODES
 from layers import Case
 
 SUBJECT, RAW, MXNET, TORCH, NUMPY = "mxdeconv", "raw", "MXNet", "PyTorch", "NumPy"
-CONTENDERS: Tuple[str, ...] = (SUBJECT, RAW, MXNET, TORCH, NUMPY)
+#: mxdeconv with the planner's tuning off: oneDNN's first correct candidate.
+FIRST = "first choice"
+CONTENDERS: Tuple[str, ...] = (SUBJECT, RAW, FIRST, MXNET, TORCH, NUMPY)
 #: Raw oneDNN has no "+asnumpy": that row compares with the raw inference forward.
 RAW_MODE_FOR = {"fwd_infer_asnumpy": "fwd_infer"}
 #: (numerator, denominator) of every ratio; the first three are the table's.
 RATIOS: Tuple[Tuple[str, str], ...] = (
-    (SUBJECT, RAW), (MXNET, SUBJECT), (TORCH, SUBJECT), (NUMPY, SUBJECT), (MXNET, TORCH))
+    (SUBJECT, RAW), (MXNET, SUBJECT), (TORCH, SUBJECT), (FIRST, SUBJECT), (NUMPY, SUBJECT),
+    (MXNET, TORCH))
 #: Conventions, printed under the tables and stored in the JSON.
 NOTES = {
     "flops": "FLOPs = 2*N*C_in*prod(in_spatial)*(C_out/groups)*prod(kernel) per forward, "
@@ -31,6 +34,10 @@ NOTES = {
            "primitives in a C loop); the +asnumpy row compares with the raw inference "
            "forward, raw fwd+bwd is one training forward plus one backward per sample",
     "overhead": "overhead_us = contender median - raw median on the tiny layer",
+    "first choice": "first choice = mxdeconv with the planner's tuning off "
+                    "(MXDECONV_TUNE=0: oneDNN's first candidate that passes the check); "
+                    "first choice/mxdeconv > 1 means tuning made the call faster; raw is the "
+                    "tuned plan's primitives",
     "timing": "median over all iterations of interleaved rounds (round-robin over "
               "every contender and mode, order rotated each round)",
 }
@@ -137,3 +144,77 @@ def plot_ratios(path: Path, records: Sequence[Mapping[str, Any]],
     plt.close(figure)
     return f"plot written to {path}"
 
+
+
+#: The targets of the planner (issue "fastest correct plan"), as computed below.
+TARGET_MODES = ("fwd_infer", "fwd_train", "fwd_bwd")
+
+
+def _geomean(values: Sequence[float]) -> Optional[float]:
+    values = [v for v in values if v and v > 0]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def target_summary(records: Sequence[Mapping[str, Any]],
+                   peak_gflops: float) -> Dict[str, Any]:
+    """Speed-ups over the faster peer per batch size and mode (geometric mean,
+    layers slower than either peer), mxdeconv/raw at batch 1 in training, and
+    the share of peak on layers over 1 GFLOP (counting only products not cropped
+    by pad)."""
+    summary: Dict[str, Any] = {"vs_faster_peer": {}, "batch1_over_raw": {},
+                               "peak_over_1gflop": []}
+    for batch_class in ("batch 1", "batch >= 32"):
+        for mode in TARGET_MODES:
+            speedups, slower = [], []
+            for record in records:
+                batch = record["case"]["batch"]
+                if (batch == 1) != (batch_class == "batch 1") or batch not in (1, 32):
+                    continue
+                mine = median_of(record["contenders"], SUBJECT, mode)
+                peers = [t for t in (median_of(record["contenders"], MXNET, mode),
+                                     median_of(record["contenders"], TORCH, mode)) if t]
+                if not mine or not peers:
+                    continue
+                speedups.append(min(peers) / mine)
+                if mine > min(peers):
+                    slower.append(f"{record['case']['layer']}/b{batch}")
+            if speedups:
+                summary["vs_faster_peer"][f"{batch_class}, {MODE_LABELS[mode]}"] = {
+                    "geomean_speedup": _geomean(speedups), "layers": len(speedups),
+                    "slower_than_a_peer": slower}
+    for mode in ("fwd_train", "bwd"):
+        ratios = [(f"{r['case']['layer']}/b1",
+                   median_of(r["contenders"], SUBJECT, mode) /
+                   median_of(r["contenders"], RAW, mode))
+                  for r in records if r["case"]["batch"] == 1
+                  and median_of(r["contenders"], SUBJECT, mode)
+                  and median_of(r["contenders"], RAW, mode)]
+        summary["batch1_over_raw"][MODE_LABELS[mode]] = ratios
+    for record in records:
+        case = record["case"]
+        mine = median_of(record["contenders"], SUBJECT, "fwd_bwd")
+        if mine and case["forward_flops"] * 3 > 1e9:
+            useful = case["forward_flops"] * 3 * case["useful_fraction"]
+            summary["peak_over_1gflop"].append(
+                (f"{case['layer']}/b{case['batch']}", 100.0 * useful / mine / 1e9 / peak_gflops))
+    return summary
+
+
+def target_lines(summary: Mapping[str, Any]) -> Sequence[str]:
+    lines = ["== targets: mxdeconv against the faster of MXNet and PyTorch (speed-up, "
+             "geometric mean; > 1: mxdeconv faster) =="]
+    for label, figures in summary["vs_faster_peer"].items():
+        slower = figures["slower_than_a_peer"]
+        lines.append(f"   {label:28s} {figures['geomean_speedup']:.2f}x over "
+                     f"{figures['layers']} layer(s); slower than a peer: "
+                     f"{', '.join(slower) if slower else 'none'}")
+    for label, ratios in summary["batch1_over_raw"].items():
+        if ratios:
+            worst = max(ratios, key=lambda item: item[1])
+            lines.append(f"   batch 1, {label} / its plan's primitives alone: worst "
+                         f"{worst[1]:.2f}x ({worst[0]}), geometric mean "
+                         f"{_geomean([r for _, r in ratios]):.2f}x")
+    for name, pct in summary["peak_over_1gflop"]:
+        lines.append(f"   {name}: fwd+bwd at {pct:.0f}% of the measured fp32 peak "
+                     "(useful products only)")
+    return lines

@@ -57,6 +57,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument("--no-mxnet", action="store_true")
     parser.add_argument("--no-torch", action="store_true")
     parser.add_argument("--no-numpy", action="store_true", help="skip the NumPy fallback")
+    parser.add_argument("--no-first-choice", action="store_true",
+                        help="skip the 'first choice' column (mxdeconv with the planner's "
+                             "tuning off: oneDNN's first correct candidate)")
     parser.add_argument("--numpy-max-batch", type=int, default=1,
                         help="largest batch the slow NumPy fallback runs (%(default)s)")
     parser.add_argument("--mxnet-python", type=Path,
@@ -108,7 +111,7 @@ def configure_threads(threads: int) -> None:
 #: Share of the CPU taken by others during a case above which its table warns.
 FOREIGN_LOAD_WARNING = 0.10
 #: What mxdeconv.last_impl() must say after each contender's calls.
-EXPECTED_IMPL = {"mxdeconv": "onednn", "NumPy": "numpy"}
+EXPECTED_IMPL = {"mxdeconv": "onednn", "first choice": "onednn", "NumPy": "numpy"}
 
 
 def disturbance(record: Dict[str, Any]) -> float:
@@ -161,6 +164,12 @@ def case_header(record: Dict[str, Any]) -> List[str]:
                      f"{diffs} (|ref| max {check['reference_max_abs']:.3g}): {verdict}")
     elif check.get("note"):
         lines.append(f"   check: {check['note']}")
+    chosen = record["info"].get(report.SUBJECT, {}).get("plans", {})
+    for mode, passes in chosen.items():
+        if isinstance(passes, dict) and "forward" in passes:
+            lines.append(f"   plans ({mode}): " + "; ".join(
+                f"{name.replace('_', ' ')} {p['impl']} x{p['threads']} ({p['how']}, "
+                f"{p['choose_s'] * 1e3:.0f} ms to choose)" for name, p in passes.items()))
     taken = record["info"].get("cpu_taken_by_others") or {}
     if disturbance(record) > FOREIGN_LOAD_WARNING:
         lines.append(f"   WARNING: other processes took {taken['other_processes']:.0%} and "
@@ -181,7 +190,8 @@ def case_table(record: Dict[str, Any], columns: Sequence[str]) -> List[str]:
     contenders = record["contenders"]
     subject_ok = any("median_s" in e for e in contenders.get(report.SUBJECT, {}).values())
     ratio_keys = ([("mx/raw", "mxdeconv/raw"), ("MXNet/mx", "MXNet/mxdeconv"),
-                   ("PyTorch/mx", "PyTorch/mxdeconv")] if subject_ok else
+                   ("PyTorch/mx", "PyTorch/mxdeconv"),
+                   ("first/mx", f"{report.FIRST}/mxdeconv")] if subject_ok else
                   [("MXNet/PyTorch", "MXNet/PyTorch")])
     rate_of = next((name for name in (report.SUBJECT, report.RAW, report.MXNET,
                                       report.TORCH) if record["gflops"].get(name)), None)
@@ -245,6 +255,8 @@ def build_contenders(args: argparse.Namespace) -> List[contender.Contender]:
     if not args.peers_only:
         from subject_mxdeconv import MXDeconvAPI, RawOneDNN
         chosen += [MXDeconvAPI(args.threads), RawOneDNN()]
+        if not args.no_first_choice:
+            chosen.append(MXDeconvAPI(args.threads, first_choice=True))
     if not args.no_mxnet:
         from peer_mxnet import MXNetPeer
         chosen.append(MXNetPeer(args.threads, args.mxnet_python))
@@ -446,6 +458,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             "schedule": schedule.__dict__, "max_call_seconds": args.max_call_seconds,
             "status": statuses, "notes": report.NOTES,
             "overhead_layer": layers.OVERHEAD_LAYER, "overhead_us": overhead,
+            "targets": report.target_summary(records, host.peak_gflops),
             "cases": records})
 
     guard = SlowCallGuard(args.max_call_seconds)
@@ -478,6 +491,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     if overhead:
         print("\n".join(overhead_lines(overhead)))
+    targets = report.target_summary(records, host.peak_gflops)
+    print("\n".join(report.target_lines(targets)))
     for key, note in report.NOTES.items():
         print(f"note ({key}): {note}")
     save(complete=True)

@@ -53,9 +53,13 @@ class MXDeconvAPI:
     """mxdeconv's public API; ``impl="numpy"`` selects the fallback."""
 
     def __init__(self, threads: int, impl: Optional[str] = None,
-                 modes: Sequence[str] = MODES, max_batch: Optional[int] = None) -> None:
-        self.name = "NumPy" if impl == "numpy" else "mxdeconv"
+                 modes: Sequence[str] = MODES, max_batch: Optional[int] = None,
+                 first_choice: bool = False) -> None:
+        self.name = ("NumPy" if impl == "numpy" else
+                     "first choice" if first_choice else "mxdeconv")
         self._impl = impl
+        # first_choice: the planner's tuning off (oneDNN's first correct candidate).
+        self._tuning = not first_choice
         self._modes = tuple(modes)
         self._max_batch = max_batch
         self._mx, self._problem = import_mxdeconv()
@@ -99,11 +103,18 @@ class MXDeconvAPI:
         """A context factory: this contender's implementation and training flag."""
         mx, impl = self._mx, self._impl
 
+        tuning = self._tuning
+
         @contextlib.contextmanager
         def scope() -> Iterator[None]:
             mx.set_training(training)
-            with mx.use_impl(impl) if impl else contextlib.nullcontext():
-                yield
+            previous = mx.plans.set_tuning(tuning) if hasattr(mx, "plans") else None
+            try:
+                with mx.use_impl(impl) if impl else contextlib.nullcontext():
+                    yield
+            finally:
+                if previous is not None:
+                    mx.plans.set_tuning(previous)
         return scope
 
     def prepare(self, case: Case, inputs: Inputs, modes: Collection[str]) -> Prepared:
@@ -153,13 +164,33 @@ class MXDeconvAPI:
 
         def info() -> Dict[str, Any]:
             # Per mode: the implementation and reorders of one call after warm-up, and
-            # the layouts the inputs hold after the run (inference caches the weight).
-            return {mode: dict(probes.get(mode, {}), input_layouts=[
-                        getattr(a, "layout", "?") for a in arrays if a is not None])
-                    for mode, arrays in per_mode.items()}
+            # the layouts the inputs hold after the run (inference caches the weight);
+            # the planner's choices (kernel, threads, time spent choosing).
+            found: Dict[str, Any] = {
+                mode: dict(probes.get(mode, {}), input_layouts=[
+                    getattr(a, "layout", "?") for a in arrays if a is not None])
+                for mode, arrays in per_mode.items()}
+            if self._impl is None:
+                found["plans"] = self.plans(case, inputs)
+            return found
 
         prepared.output, prepared.info = output, info
         return prepared
+
+    def plans(self, case: Case, inputs: Inputs) -> Dict[str, Any]:
+        """The planner's choices for the case, in both modes (already made by the
+        measured calls, so this costs no tuning)."""
+        try:
+            hooks = importlib.import_module("mxdeconv.bench_hooks")
+            with self._mode(False)():
+                chosen = {"inference": hooks.plan_summary(
+                    inputs.data, inputs.weight, inputs.bias, False, **case.kwargs)}
+            with self._mode(True)():
+                chosen["training"] = hooks.plan_summary(
+                    inputs.data, inputs.weight, inputs.bias, True, **case.kwargs)
+            return chosen
+        except Exception as exc:  # noqa: BLE001 - an older mxdeconv without the hook
+            return {"error": short_error(exc)}
 
     def close(self) -> None:
         pass

@@ -9,7 +9,8 @@ plans with the GIL released.
 
 It also holds the hot path of a repeated call.  Everything that depends only
 on a call's *signature* (its parameters, the shapes and dtypes of its arrays,
-the mode, ``req``, the thread count and the dispatch switches) is validated
+the mode, ``req``, the thread count, the dispatch switches and the tuner's
+switch) is validated
 and planned once by ``deconvolution.py`` and kept here as a prepared call in
 this thread's cache; a call with a known signature checks only what can
 change between calls (which arrays alias, their layouts) and runs its plan.
@@ -20,7 +21,7 @@ cimport numpy as cnp
 from ._ops cimport (BackwardDataPlan, BackwardWeightsPlan, ForwardPlan, Layout, MemoryDesc,
                     ThreadState, data_ptr, enter_threads, leave_threads, new_buffer,
                     plain_view, reordered, run_reorder, thread_count, thread_state)
-from . import registry, tape
+from . import plans, registry, tape
 from .buffers cimport aligned_empty
 from .ndarray import NDArray
 
@@ -330,7 +331,7 @@ def forward(data, weight, bias, out, req, train, dict params):
            None if bias is None else bias._shape, None if bias is None else bias._dtype,
            None if out is None else out._shape, None if out is None else out._dtype,
            req, tape.is_training() if train is None else train, thread_count(state),
-           registry._local.forced, registry._onednn_enabled)
+           registry._local.forced, registry._onednn_enabled, plans._tuning)
     prepared = state.cache.get(key)
     if prepared is None:
         return miss(key)
@@ -408,7 +409,8 @@ def backward(out_grad, data, weight, bias, req, grads, train, dict params):
            weight._shape, weight._dtype,
            None if bias is None else bias._shape, None if bias is None else bias._dtype,
            reqs, tuple(target_sigs), tape.is_training() if train is None else train,
-           thread_count(state), registry._local.forced, registry._onednn_enabled)
+           thread_count(state), registry._local.forced, registry._onednn_enabled,
+           plans._tuning)
     prepared = state.cache.get(key)
     if prepared is None:
         return miss(key)

@@ -6,7 +6,7 @@ layouts, so they are the floor the public API can approach.
 """
 from __future__ import annotations
 
-from typing import Any, List
+from typing import Any, Dict, List
 
 from . import plans
 from ._loader import ops as _ops
@@ -41,3 +41,18 @@ def raw_backward_seconds(data: Any, weight: Any, bias: Any, repeats: int,
     data_times = _ops.bench_raw(plan.data, repeats)
     weight_times = _ops.bench_raw(plan.weights, repeats)
     return [a + b for a, b in zip(data_times, weight_times)]
+
+
+def plan_summary(data: Any, weight: Any, bias: Any, training: bool,
+                 **params: Any) -> Dict[str, Dict[str, Any]]:
+    """What the planner chose for the forward (in ``training`` mode) and the two
+    backward passes: kernel, layouts, threads, how, and seconds spent choosing."""
+    forward = _plan(data, weight, bias, params, training, "forward")
+    backward = _plan(data, weight, bias, params, True, BACKWARD)
+    summary = {}
+    for name, plan in (("forward", forward), ("backward_data", backward.data),
+                       ("backward_weights", backward.weights)):
+        choice = plan.verdict
+        summary[name] = {"impl": plan.impl, "threads": plan.threads, "how": choice.how,
+                         "choose_s": choice.seconds, "family": plan.family}
+    return summary

@@ -69,7 +69,7 @@ _tuning = _env_tuning()
 def set_tuning(enabled: bool) -> bool:
     """Time candidates and keep the fastest correct one (True, the default), or
     take the first correct one in oneDNN's order (False); returns the old value.
-    Plans already chosen stay until :func:`mxdeconv.clear_cache`."""
+    Calls from then on use the plans of the new setting (both are kept)."""
     global _tuning
     if not isinstance(enabled, bool):
         raise TypeError(f"set_tuning: enabled must be a bool, got {enabled!r} "
