@@ -137,6 +137,8 @@ cdef extern from "oneapi/dnnl/dnnl.h" nogil:
     void *DNNL_MEMORY_NONE
 
     const dnnl_version_t *dnnl_version()
+    dnnl_status_t dnnl_get_primitive_cache_capacity(int *capacity)
+    dnnl_status_t dnnl_set_primitive_cache_capacity(int capacity)
     dnnl_cpu_isa_t dnnl_get_effective_cpu_isa()
 
     dnnl_status_t dnnl_engine_create(dnnl_engine_t *engine, dnnl_engine_kind_t kind,

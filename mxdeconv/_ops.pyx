@@ -638,6 +638,10 @@ def set_cache_capacity(capacity):
         raise MXNetError(f"cache capacity must be <= {MAX_CACHE_CAPACITY}, got {capacity}")
     _capacity = capacity
     thread_cache().trim()
+    # oneDNN keeps its own process-wide cache of primitives (its kernels' code
+    # and scratch tables): bound it the same, or it keeps what ours evicts.
+    check(dnnl_set_primitive_cache_capacity(<int>min(capacity, 1 << 30)),
+          "setting oneDNN's primitive cache capacity")
 
 
 def cache_info():
@@ -647,10 +651,22 @@ def cache_info():
             "misses": lru.misses, "evictions": lru.evictions}
 
 
+def onednn_cache_capacity():
+    """The capacity of oneDNN's own process-wide primitive cache."""
+    cdef int capacity = 0
+    check(dnnl_get_primitive_cache_capacity(&capacity), "reading oneDNN's cache capacity")
+    return capacity
+
+
 def clear_cache():
-    """Empty this thread's primitive cache (counters are kept)."""
+    """Empty this thread's primitive cache (counters are kept) and oneDNN's own
+    process-wide one, so that their memory is returned."""
+    cdef int capacity = 0
     thread_cache().clear()
     _plain_mds.clear()
+    check(dnnl_get_primitive_cache_capacity(&capacity), "reading oneDNN's cache capacity")
+    check(dnnl_set_primitive_cache_capacity(0), "emptying oneDNN's primitive cache")
+    check(dnnl_set_primitive_cache_capacity(capacity), "restoring oneDNN's cache capacity")
 
 
 # ----------------------------------------------------------------------------

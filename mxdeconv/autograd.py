@@ -72,6 +72,11 @@ def mark_variables(variables: Union[Any, Sequence[Any]], gradients: Union[Any, S
         if grad.shape != var.shape or grad.dtype != var.dtype:
             raise MXNetError(f"gradient of shape {grad.shape} and dtype {grad.dtype} for a "
                              f"variable of shape {var.shape} and dtype {var.dtype}")
+        buffer, layout = grad._state
+        if layout is None and not (buffer.flags.writeable and buffer.flags.c_contiguous):
+            raise MXNetError("mark_variables: gradients must be writeable and C-contiguous "
+                             f"(backward writes them), got a read-only or strided array of "
+                             f"shape {grad.shape}")
     for var, grad, req in zip(variables, gradients, reqs):
         tape.set_variable(var, grad, req)
 

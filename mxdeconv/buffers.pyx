@@ -29,6 +29,7 @@ def _physical_memory_bytes():
 
 
 PHYSICAL_MEMORY = _physical_memory_bytes()
+cdef Py_ssize_t _PHYSICAL_MEMORY = min(PHYSICAL_MEMORY, (1 << 62))
 
 
 def check_fits(what, nbytes):
@@ -39,7 +40,12 @@ def check_fits(what, nbytes):
 
 
 cpdef cnp.ndarray aligned_bytes(Py_ssize_t nbytes):
-    """``nbytes`` uninitialised bytes starting on a 64-byte boundary."""
+    """``nbytes`` uninitialised bytes starting on a 64-byte boundary (refused
+    with MXNetError, before allocating, when they cannot fit in memory: a
+    blocked layout can be many times the plain size, e.g. 1 channel in
+    nCw16c)."""
+    if nbytes > _PHYSICAL_MEMORY:
+        check_fits(f"a buffer of {nbytes} bytes", nbytes)
     cdef cnp.npy_intp count = nbytes + _ALIGNMENT
     cdef cnp.ndarray raw = cnp.PyArray_EMPTY(1, &count, cnp.NPY_UINT8, 0)
     cdef size_t offset = (_ALIGNMENT - (<size_t>cnp.PyArray_DATA(raw)) % _ALIGNMENT) % _ALIGNMENT

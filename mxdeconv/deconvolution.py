@@ -88,6 +88,7 @@ def _forward(key: Any, data: Any, weight: Any, bias: Any, out: Optional[NDArray]
     # out= sharing memory with an input: compute into a fresh array first,
     # then write or add; otherwise req=add is the primitive's own sum post-op.
     out_aliased = aliased(out, (call.data, call.weight, call.bias))
+    tape.check_not_in_place("out", out, out_aliased, (call.data, call.weight, call.bias))
     call.accumulate = req == "add" and not out_aliased
     impl = OPERATOR.select(call)
     if out_aliased:

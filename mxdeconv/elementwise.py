@@ -119,7 +119,10 @@ def _reduce_to(grad: np.ndarray, shape: Tuple[int, ...]) -> np.ndarray:
     extra = grad.ndim - len(shape)
     axes = tuple(range(extra)) + tuple(
         extra + i for i, extent in enumerate(shape) if extent == 1 and grad.shape[extra + i] != 1)
-    return grad.sum(axis=axes, keepdims=True).reshape(shape)
+    # 16-bit floats are summed in float32, as the Deconvolution bias gradient is:
+    # a bfloat16 running sum stops growing at 256 ones.
+    wide = np.float32 if grad.dtype.itemsize < 4 else None
+    return grad.sum(axis=axes, keepdims=True, dtype=wide).astype(grad.dtype).reshape(shape)
 
 
 def _deliver(value: np.ndarray, req: str, target: Optional[NDArray],

@@ -8,7 +8,8 @@ form one strided slice of the uncropped output.
 """
 from __future__ import annotations
 
-from typing import Optional, Tuple
+import math
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -50,10 +51,36 @@ def _crop(geom: DeconvGeometry):
         slice(p, p + o) for p, o in zip(geom.pad_l, geom.spatial_out))
 
 
-def _grouped_weight(weight: np.ndarray, geom: DeconvGeometry) -> np.ndarray:
-    """(C_in, OC/G, *k) -> (G, C_in/G, OC/G * K)."""
+#: Bytes of im2col columns formed at once: the kernel taps are taken in chunks,
+#: so a large kernel never needs columns of the whole kernel at once.
+COLUMN_BUDGET = 64 << 20
+
+
+def _tap_chunks(geom: DeconvGeometry, itemsize: int) -> List[Tuple[Tuple[int, ...], ...]]:
+    """The kernel's taps (index tuples) in chunks whose columns fit COLUMN_BUDGET."""
+    taps = list(np.ndindex(*geom.param.kernel))
+    per_tap = geom.data_shape[0] * geom.param.num_filter * math.prod(geom.spatial_in) * itemsize
+    size = max(1, COLUMN_BUDGET // max(per_tap, 1))
+    return [tuple(taps[i:i + size]) for i in range(0, len(taps), size)]
+
+
+def _grouped_taps(weight: np.ndarray, geom: DeconvGeometry,
+                  taps: Sequence[Tuple[int, ...]]) -> np.ndarray:
+    """(C_in, OC/G, *k) at ``taps`` -> (G, C_in/G, OC/G * len(taps)), tap-minor."""
     groups = geom.param.num_group
-    return weight.reshape(groups, weight.shape[0] // groups, -1)
+    picked = np.stack([weight[(slice(None), slice(None)) + tap] for tap in taps], axis=-1)
+    return picked.reshape(groups, weight.shape[0] // groups, -1)
+
+
+def workspace_bytes(geom: DeconvGeometry, dtype: np.dtype) -> int:
+    """Most bytes either pass allocates: one chunk of columns, the uncropped
+    canvas and the result (for the NumPy path's support check)."""
+    itemsize = compute_dtype(dtype).itemsize
+    chunk = max(len(c) for c in _tap_chunks(geom, itemsize))
+    batch, filters = geom.data_shape[0], geom.param.num_filter
+    cols = batch * filters * chunk * math.prod(geom.spatial_in)
+    canvas = batch * filters * math.prod(_canvas_extent(geom))
+    return (cols + canvas + math.prod(geom.out_shape)) * itemsize
 
 
 def forward(geom: DeconvGeometry, data: np.ndarray, weight: np.ndarray,
@@ -62,19 +89,18 @@ def forward(geom: DeconvGeometry, data: np.ndarray, weight: np.ndarray,
     param, dtype = geom.param, compute_dtype(data.dtype)
     batch, channels = geom.data_shape[:2]
     groups = param.num_group
-    pixels = int(np.prod(geom.spatial_in))  # explicit: -1 is ambiguous for batch 0
+    pixels = math.prod(geom.spatial_in)  # explicit: -1 is ambiguous for batch 0
     data_g = data.astype(dtype, copy=False).reshape(batch, groups, channels // groups, pixels)
-    weight_g = _grouped_weight(weight.astype(dtype, copy=False), geom)
-    # cols[n, g, (oc, k), pixel]: each input pixel's contribution through each tap.
-    cols = np.matmul(weight_g.transpose(0, 2, 1)[None], data_g)
-    cols = cols.reshape((batch, param.num_filter) + param.kernel + geom.spatial_in)
-
+    weight = weight.astype(dtype, copy=False)
     canvas = np.zeros((batch, param.num_filter) + _canvas_extent(geom), dtype=dtype)
     windows = _windows(canvas, geom, writeable=True)
-    # col2im: for a fixed tap the target pixels are distinct, so += is exact.
-    for tap in np.ndindex(*param.kernel):
-        index = (slice(None), slice(None)) + tap
-        windows[index] += cols[index]
+    for taps in _tap_chunks(geom, dtype.itemsize):
+        # cols[n, g, (oc, tap), pixel]: each input pixel's contribution through each tap.
+        cols = np.matmul(_grouped_taps(weight, geom, taps).transpose(0, 2, 1)[None], data_g)
+        cols = cols.reshape((batch, param.num_filter, len(taps)) + geom.spatial_in)
+        # col2im: for a fixed tap the target pixels are distinct, so += is exact.
+        for position, tap in enumerate(taps):
+            windows[(slice(None), slice(None)) + tap] += cols[:, :, position]
     out = canvas[_crop(geom)]
     if bias is not None:
         out = out + bias.astype(dtype, copy=False).reshape((1, -1) + (1,) * param.ndim)
@@ -93,19 +119,32 @@ def backward(geom: DeconvGeometry, out_grad: np.ndarray, data: np.ndarray,
         bias_grad = out_grad.astype(dtype, copy=False).sum(
             axis=(0,) + tuple(range(2, 2 + param.ndim))).astype(data.dtype)
     if need_data or need_weight:
-        # im2col of out_grad on the uncropped canvas (zeros where it was cropped).
+        # im2col of out_grad on the uncropped canvas (zeros where it was cropped),
+        # a chunk of taps at a time.
         canvas = np.zeros((batch, param.num_filter) + _canvas_extent(geom), dtype=dtype)
         canvas[_crop(geom)] = out_grad
-        pixels = int(np.prod(geom.spatial_in))  # explicit: -1 is ambiguous for batch 0
-        taps = param.num_filter // groups * int(np.prod(param.kernel))
-        cols = _windows(canvas, geom, writeable=False).reshape(batch, groups, taps, pixels)
-        weight_g = _grouped_weight(weight.astype(dtype, copy=False), geom)
+        windows = _windows(canvas, geom, writeable=False)
+        pixels = math.prod(geom.spatial_in)  # explicit: -1 is ambiguous for batch 0
+        weight = weight.astype(dtype, copy=False)
+        data_g = data.astype(dtype, copy=False).reshape(batch, groups, channels // groups,
+                                                        pixels)
         if need_data:
-            data_grad = np.matmul(weight_g[None], cols).reshape(geom.data_shape)
-            data_grad = data_grad.astype(data.dtype, copy=False)
+            data_grad = np.zeros((batch, groups, channels // groups, pixels), dtype=dtype)
         if need_weight:
-            data_g = data.astype(dtype, copy=False).reshape(
-                batch, groups, channels // groups, pixels)
-            weight_grad = np.matmul(data_g, cols.transpose(0, 1, 3, 2)).sum(axis=0)
-            weight_grad = weight_grad.reshape(geom.weight_shape).astype(data.dtype)
+            weight_grad = np.zeros(geom.weight_shape, dtype=dtype)
+        out_per_group = param.num_filter // groups
+        for taps in _tap_chunks(geom, dtype.itemsize):
+            cols = np.stack([windows[(slice(None), slice(None)) + tap] for tap in taps],
+                            axis=2).reshape(batch, groups, out_per_group * len(taps), pixels)
+            if need_data:
+                data_grad += np.matmul(_grouped_taps(weight, geom, taps)[None], cols)
+            if need_weight:
+                chunk = np.matmul(data_g, cols.transpose(0, 1, 3, 2)).sum(axis=0)
+                chunk = chunk.reshape(channels, out_per_group, len(taps))
+                for position, tap in enumerate(taps):
+                    weight_grad[(slice(None), slice(None)) + tap] = chunk[:, :, position]
+        if need_data:
+            data_grad = data_grad.reshape(geom.data_shape).astype(data.dtype, copy=False)
+        if need_weight:
+            weight_grad = weight_grad.astype(data.dtype, copy=False)
     return data_grad, weight_grad, bias_grad

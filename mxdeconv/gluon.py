@@ -103,6 +103,18 @@ def _tuple_arg(name: str, value: Any, ndim: Optional[int] = None,
     return tuple(_int_arg(f"{name}[{i}]", v, minimum) for i, v in enumerate(value))
 
 
+def _real_arg(name: str, value: Any, minimum: Optional[float] = None) -> float:
+    """A finite real number (Python's or NumPy's; a bool is not one here), at
+    least ``minimum`` when it is given."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise _type_error(name, "a real number", value)
+    value = float(value)
+    if not math.isfinite(value) or (minimum is not None and value < minimum):
+        bound = "" if minimum is None else f" >= {minimum:g}"
+        raise MXNetError(f"{name} must be a finite real number{bound}, got {name}={value!r}")
+    return value
+
+
 def _bool_arg(name: str, value: Any) -> bool:
     """True, False, a NumPy bool, or the ints 0 and 1 (MXNet's "0" and "1")."""
     if isinstance(value, (bool, np.bool_)) or (_is_int(value) and value in (0, 1)):
@@ -203,7 +215,7 @@ class Uniform(Initializer):
     """
 
     def __init__(self, scale: float = 0.07) -> None:
-        self.scale = scale
+        self.scale = _real_arg("Uniform scale", scale, minimum=0.0)
 
     def _init_weight(self, name: str, shape: Tuple[int, ...]) -> np.ndarray:
         return np.random.uniform(-self.scale, self.scale, size=shape)
@@ -218,7 +230,7 @@ class Normal(Initializer):
     """
 
     def __init__(self, sigma: float = 0.01) -> None:
-        self.sigma = sigma
+        self.sigma = _real_arg("Normal sigma", sigma, minimum=0.0)
 
     def _init_weight(self, name: str, shape: Tuple[int, ...]) -> np.ndarray:
         return np.random.normal(0.0, self.sigma, size=shape)
@@ -233,7 +245,7 @@ class Constant(Initializer):
     """
 
     def __init__(self, value: float) -> None:
-        self.value = value
+        self.value = _real_arg("Constant value", value)
 
     def __call__(self, name: str, shape: Tuple[int, ...], dtype: Any) -> np.ndarray:
         return np.full(shape, self.value, dtype=dtype)
@@ -280,12 +292,9 @@ class Xavier(Initializer):
 
     def __init__(self, rnd_type: str = "uniform", factor_type: str = "avg",
                  magnitude: float = 3) -> None:
-        if rnd_type not in ("uniform", "gaussian"):
-            raise MXNetError(f"Xavier rnd_type must be 'uniform' or 'gaussian', got {rnd_type!r}")
-        if factor_type not in ("avg", "in", "out"):
-            raise MXNetError(f"Xavier factor_type must be 'avg', 'in' or 'out', "
-                             f"got {factor_type!r}")
-        self.rnd_type, self.factor_type, self.magnitude = rnd_type, factor_type, magnitude
+        self.rnd_type = _choice_arg("Xavier rnd_type", rnd_type, ("uniform", "gaussian"))
+        self.factor_type = _choice_arg("Xavier factor_type", factor_type, ("avg", "in", "out"))
+        self.magnitude = _real_arg("Xavier magnitude", magnitude, minimum=0.0)
 
     def _init_weight(self, name: str, shape: Tuple[int, ...]) -> np.ndarray:
         if len(shape) < 2:
@@ -385,12 +394,19 @@ class Parameter:
         """Fill the parameter: with ``init`` if given, else its own ``init``,
         else ``default_init`` (default :class:`Uniform`), as MXNet does.
         ``ctx`` is accepted and ignored (everything runs on the CPU)."""
+        self._apply_init(self._plan_init(init, ctx, default_init, force_reinit))
+
+    def _plan_init(self, init: Any, ctx: Any, default_init: Any,
+                   force_reinit: bool) -> Optional[Tuple[str, Any]]:
+        """What :meth:`initialize` would do, worked out but not applied (so that a
+        layer initialises all its parameters or none): None (nothing to do),
+        ``("defer", initializer)`` or ``("data", NDArray)``."""
         del ctx
         _initializer_arg("init", init)
         _initializer_arg("default_init", default_init)
         force_reinit = _bool_arg("force_reinit", force_reinit)
         if self._data is not None and not force_reinit:
-            return
+            return None
         if init is None:
             init = self.init if self.init is not None else (
                 default_init if default_init is not None else Uniform())
@@ -399,9 +415,17 @@ class Parameter:
             if not self.allow_deferred_init:
                 raise MXNetError(f"Cannot initialize Parameter '{self.name}' because it has "
                                  f"invalid shape: {self.shape}.")
-            self._data, self._deferred = None, initializer
+            return ("defer", initializer)
+        return ("data", self._new_data(initializer(self.name, self.shape, self.dtype)))
+
+    def _apply_init(self, plan: Optional[Tuple[str, Any]]) -> None:
+        if plan is None:
             return
-        self._install(self._new_data(initializer(self.name, self.shape, self.dtype)))
+        kind, value = plan
+        if kind == "defer":
+            self._data, self._deferred = None, value
+        else:
+            self._install(value)
 
     def _deferred_data(self, shape: Tuple[int, ...]) -> NDArray:
         """The values of the deferred initialisation for the completed ``shape``,
@@ -507,8 +531,11 @@ class ParameterDict(dict):
         _initializer_arg("init", init)
         _bool_arg("verbose", verbose)
         force_reinit = _bool_arg("force_reinit", force_reinit)
-        for param in self.values():
-            param.initialize(None, ctx, init, force_reinit)
+        # Every parameter's values first, then all installed: all or nothing.
+        plans = [(param, param._plan_init(None, ctx, init, force_reinit))
+                 for param in self.values()]
+        for param, plan in plans:
+            param._apply_init(plan)
 
     def zero_grad(self) -> None:
         for param in self.values():

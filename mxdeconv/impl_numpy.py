@@ -4,7 +4,6 @@ as the oneDNN path.  The arithmetic is in :mod:`mxdeconv.fallback`.
 """
 from __future__ import annotations
 
-import math
 from typing import Optional, Tuple
 
 import numpy as np
@@ -40,19 +39,8 @@ def backward(call: Call, out_grad: NDArray, grads, reqs) -> Tuple:
                  for v, g, q in zip(values, grads, reqs))
 
 
-def workspace(call: Call) -> int:
-    """Bytes the fallback allocates at most for ``call`` (either pass): the
-    im2col columns, the uncropped canvas and the result."""
-    geom, param = call.geom, call.geom.param
-    batch = geom.data_shape[0]
-    cols = batch * param.num_filter * math.prod(param.kernel) * math.prod(geom.spatial_in)
-    canvas = batch * param.num_filter * math.prod(fallback._canvas_extent(geom))
-    out = math.prod(geom.out_shape)
-    return (cols + canvas + out) * fallback.compute_dtype(call.dtype).itemsize
-
-
 def supports(call: Call) -> Optional[str]:
-    need = workspace(call)
+    need = fallback.workspace_bytes(call.geom, call.dtype)
     if need > PHYSICAL_MEMORY:
         return (f"the NumPy fallback would need {need} bytes of work space, more than "
                 f"this machine's {PHYSICAL_MEMORY} bytes of memory")

@@ -63,6 +63,9 @@ class NDArray:
         # Internal constructor: `buffer` is owned by the new array from now on.
         # layout None: `buffer` is the C-contiguous default-layout array; else a
         # oneDNN layout object (see _ops.Layout) describing raw bytes.
+        if not isinstance(buffer, np.ndarray):
+            raise TypeError(f"NDArray(buffer) takes a NumPy array (use nd.array() to copy "
+                            f"any array-like), got {type(buffer).__name__}")
         self._state: Tuple[np.ndarray, Any] = (buffer, layout)
         if layout is None:
             self._shape, self._dtype = tuple(buffer.shape), buffer.dtype
@@ -277,6 +280,10 @@ class NDArray:
         """
         if stype not in (None, "default"):
             raise MXNetError(f"stype {stype!r} is not supported: only dense arrays")
+        if not isinstance(grad_req, str):
+            raise TypeError(f"attach_grad: grad_req must be a string, one of "
+                            f"{tape.GRAD_REQS}, got {grad_req!r} of type "
+                            f"{type(grad_req).__name__}")
         if grad_req not in tape.GRAD_REQS:
             raise MXNetError(f"grad_req must be one of {tape.GRAD_REQS}, got {grad_req!r}")
         tape.set_variable(self, zeros(self._shape, self._dtype), grad_req)
@@ -400,29 +407,35 @@ def _shape_arg(shape: Any) -> Tuple[int, ...]:
 
 
 def _host_values(source: Any) -> Tuple[np.ndarray, bool]:
-    """``source`` as a NumPy array, and whether it came from Python values."""
+    """``source`` as a NumPy array of real numbers, and whether it came from
+    Python values (which become float32, as in MXNet)."""
+    python_values = False
     if isinstance(source, np.ndarray):
-        return source, False
-    if hasattr(source, "__dlpack__"):  # a foreign tensor (PyTorch, JAX, ...)
+        values = source
+    elif hasattr(source, "__dlpack__"):  # a foreign tensor (PyTorch, JAX, ...)
         if callable(getattr(source, "detach", None)):  # a torch tensor that requires grad
             source = source.detach()
         try:
-            return np.from_dlpack(source), False
+            values = np.from_dlpack(source)
         except (BufferError, RuntimeError, TypeError, ValueError) as error:
             raise TypeError(f"cannot copy a {type(source).__name__} into an NDArray: "
                             f"NumPy cannot import it through DLPack ({error}); convert "
                             "it to float16/32/64 first") from None
-    if source is None or isinstance(source, (str, bytes, dict, set)):
+    elif source is None or isinstance(source, (str, bytes, dict, set)):
         raise TypeError(f"source must be an NDArray, an array or (nested) numbers, "
                         f"got {type(source).__name__}")
-    try:
-        values = np.asarray(source)
-    except ValueError as error:  # ragged nesting
-        raise MXNetError(f"source is not a rectangular array: {error}") from None
+    else:
+        try:
+            values = np.asarray(source)
+        except ValueError as error:  # ragged nesting
+            raise MXNetError(f"source is not a rectangular array: {error}") from None
+        python_values = not hasattr(source, "__array__")
+    # Booleans, integers and real floats only: complex values would lose their
+    # imaginary part, and strings, objects, dates or records are not numbers.
     if not (values.dtype.kind in "biuf" or is_float_dtype(values.dtype)):
-        raise TypeError(f"source must hold numbers, got values of dtype {values.dtype} "
+        raise TypeError(f"source must hold real numbers, got values of dtype {values.dtype} "
                         f"from {type(source).__name__}")
-    return values, not hasattr(source, "__array__")
+    return values, python_values
 
 
 def array(source: Any, dtype: Any = None) -> NDArray:

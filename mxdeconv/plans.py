@@ -112,6 +112,7 @@ class Choice:
     measured: List[Measured] = field(default_factory=list)
     seconds: float = 0.0               # time spent choosing
     reason: str = ""                   # why nothing was chosen
+    transient: bool = False            # nothing chosen for now (memory), not for good
 
     def verdict(self) -> str:
         """What explain() prints: the choice, the check, the alternatives."""
@@ -369,6 +370,8 @@ def _choose(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterable[
             choice = Choice(None if candidate is None else candidate.index, threads,
                             "" if candidate is None else candidate.impl,
                             rejected=rejected)
+    except kernel_check.CheckUnavailable as error:  # no verdict: try again next call
+        choice, plan = Choice(None, reason=str(error), transient=True), None
     except MXNetError as error:  # oneDNN refused the pass outright
         choice, plan = Choice(None, reason=str(error)), None
     choice.seconds = time.perf_counter() - start
@@ -388,6 +391,8 @@ def _plan(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterable[An
     choice = _choices.get(key)
     if choice is None:
         choice, plan = _choose(key, geom, candidates, make_check, costs, cost)
+        if choice.transient:
+            return Unavailable(choice.verdict())
         _choices.put(key, choice)
     elif choice.index is not None:  # chosen by another thread (or before an eviction)
         plan = _rebuild(choice, candidates)

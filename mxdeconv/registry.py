@@ -20,6 +20,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 from .base import MXNetError
 
 ONEDNN, NUMPY = "onednn", "numpy"
+IMPLEMENTATIONS = (ONEDNN, NUMPY)
 
 
 _FALSE_WORDS = ("0", "false", "off", "no")
@@ -160,6 +161,12 @@ def use_impl(name: str) -> Iterator[None]:
     >>> mxdeconv.last_impl()
     'numpy'
     """
+    if not isinstance(name, str):
+        raise TypeError(f"use_impl: name must be a string, one of {IMPLEMENTATIONS}, got "
+                        f"{name!r} of type {type(name).__name__}")
+    if name not in IMPLEMENTATIONS:
+        raise MXNetError(f"use_impl: no implementation named {name!r}; known: "
+                         f"{IMPLEMENTATIONS}")
     previous = _local.forced
     _local.forced = name
     try:

@@ -188,18 +188,30 @@ def register_backward(op: str) -> Callable[[Callable], Callable]:
 class _Node:
     """One recorded operator call: its inputs, their producers, what backward needs."""
 
-    __slots__ = ("op", "inputs", "parents", "attrs", "output", "freed")
+    __slots__ = ("op", "inputs", "parents", "versions", "attrs", "output", "freed")
 
     def __init__(self, op: str, inputs: Tuple[Any, ...], parents: Tuple[Any, ...],
-                 attrs: Any, output: Any) -> None:
+                 versions: Tuple[int, ...], attrs: Any, output: Any) -> None:
         self.op = op
         self.inputs = inputs
         # The producers at record time: an array later overwritten by out=
         # (and so given a new node) still backpropagates into its old producer.
         self.parents = parents
+        # The inputs' versions at record time: a write through mxdeconv since
+        # (out=, a gradient target) would make backward read other values.
+        self.versions = versions
         self.attrs = attrs
         self.output = weakref.ref(output)
         self.freed = False
+
+    def check_inputs_unchanged(self) -> None:
+        for position, (arr, version) in enumerate(zip(self.inputs, self.versions)):
+            if arr is not None and arr._version != version:
+                raise MXNetError(
+                    f"{self.op}: input {position} (shape {arr.shape}) was written after "
+                    "the operator was recorded (out=, req='add' or a gradient target), so "
+                    "its backward would read the new values; write into another array, or "
+                    "record again after writing")
 
     def free(self) -> None:
         output = self.output()
@@ -233,17 +245,18 @@ def record_op(op: str, output: Any, inputs: Sequence[Any], attrs: Any = None) ->
     inputs = tuple(inputs)
     # One pass (this runs on every recorded call): each input's producer, and
     # whether any input needs a gradient (a result of the graph, or a variable).
-    parents = []
+    parents, versions = [], []
     needed = False
     for arr in inputs:
         node = None if arr is None else arr._node
         parents.append(node)
+        versions.append(None if arr is None else arr._version)
         needed = needed or node is not None or (arr is not None and _is_variable(arr))
     if not needed:
         return output
     if op not in _BACKWARD:
         raise MXNetError(f"operator {op!r} has no registered backward")
-    output._node = _Node(op, inputs, tuple(parents), attrs, output)
+    output._node = _Node(op, inputs, tuple(parents), tuple(versions), attrs, output)
     return output
 
 
@@ -269,6 +282,19 @@ def check_assignable(name: str, target: Any) -> None:
     mxdeconv.base.MXNetError: out: Assigning to NDArrays that are already in a computational graph ...
     """
     if is_recording() and (target._node is not None or _is_variable(target)):
+        raise MXNetError(f"{name}: {_ASSIGNING_IN_GRAPH}")
+
+
+def would_record(inputs: Sequence[Any]) -> bool:
+    """Whether an operator on ``inputs`` called now would be recorded."""
+    return _state.recording and any(
+        arr is not None and (arr._node is not None or _is_variable(arr)) for arr in inputs)
+
+
+def check_not_in_place(name: str, target: Any, aliased: bool, inputs: Sequence[Any]) -> None:
+    """Refuse a recorded call writing ``target`` over one of its own inputs
+    (``relu(x, out=x)``): its backward would read the result as the input."""
+    if aliased and would_record(inputs):
         raise MXNetError(f"{name}: {_ASSIGNING_IN_GRAPH}")
 
 
@@ -316,19 +342,28 @@ def backward(heads: Sequence[Any], head_grads: Sequence[Any], retain_graph: bool
         if head._node is None or head._node.freed:
             raise MXNetError(_NOT_IN_GRAPH)
 
-    grads: Dict[int, Any] = {}  # id(node) -> gradient of that node's output
+    # Every check before the first gradient is written: nothing half done.
     for head, grad in zip(heads, head_grads):
         if grad is None:
-            grad = head._ones_like()
-        elif not isinstance(grad, type(head)):
+            continue
+        if not isinstance(grad, type(head)):
             raise TypeError(f"head_grads must be NDArrays or None, got {type(grad).__name__}")
-        elif grad.shape != head.shape:
+        if grad.shape != head.shape:
             raise MXNetError(f"head_grad shape {grad.shape} does not match its head's "
                              f"shape {head.shape}")
+        if grad.dtype != head.dtype:
+            raise MXNetError(f"head_grad dtype {grad.dtype} does not match its head's "
+                             f"dtype {head.dtype}")
+    order = _topological(heads)
+    for node in order:
+        node.check_inputs_unchanged()
+
+    grads: Dict[int, Any] = {}  # id(node) -> gradient of that node's output
+    for head, grad in zip(heads, head_grads):
+        grad = head._ones_like() if grad is None else grad
         key = id(head._node)
         grads[key] = grad if key not in grads else _sum(grads[key], grad)
 
-    order = _topological(heads)
     written = set()  # variables that received a gradient in this backward
     with _scope(False, train_mode):
         for node in reversed(order):
