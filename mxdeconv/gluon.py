@@ -36,6 +36,7 @@ prefixed names such as ``conv0_weight``.  MXNet's binary
 """
 from __future__ import annotations
 
+import copy
 import math
 import numbers
 import os
@@ -380,6 +381,17 @@ class Parameter:
     @property
     def shape_known(self) -> bool:
         return all(s > 0 for s in self.shape)
+
+    def __deepcopy__(self, memo: Any) -> "Parameter":
+        """A parameter with copies of the values and of the gradient (an NDArray's
+        deep copy carries its values only, so the gradient is attached again)."""
+        clone = copy.copy(self)
+        memo[id(self)] = clone
+        if self._data is not None:
+            clone._data = clone._attach(self._data.copy())
+            if self._data._grad is not None and clone._data._grad is not None:
+                clone._data._grad._plain()[...] = self._data._grad._plain()
+        return clone
 
     def _attach(self, data: NDArray) -> NDArray:
         """Give ``data`` a gradient as ``grad_req`` says (none for ``"null"``)."""

@@ -191,3 +191,15 @@ def test_a_layer_initialises_all_its_parameters_or_none():
         layer.initialize()
     with pytest.raises(MXNetError, match="has not been initialized"):
         layer.weight.data()
+
+
+def test_a_deep_copied_layer_keeps_its_gradients():
+    import copy
+    layer = gluon.Conv2DTranspose(4, 3, in_channels=4)
+    layer.initialize()
+    clone = copy.deepcopy(layer)
+    assert clone.weight.grad_req == "write" and clone.weight.grad().shape == (4, 4, 3, 3)
+    assert clone.weight.data() is not layer.weight.data()
+    np.testing.assert_array_equal(clone.weight.data().asnumpy(), layer.weight.data().asnumpy())
+    x = nd.ones((1, 4, 5, 5))
+    np.testing.assert_array_equal(clone(x).asnumpy(), layer(x).asnumpy())
