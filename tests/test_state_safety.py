@@ -165,6 +165,17 @@ class ArraysAcrossRoles(RuleBasedStateMachine):
     def _target(self, index):
         return None if index is None else self.pool[index]
 
+    def _check_result(self, result, expected, k):
+        """Check a float32 result against the float64 reference; what pool[k]
+        now holds becomes its truth.  Results feed later calls, so values grow
+        and float32 rounding grows with them: the tolerance scales with the
+        result's magnitude, while a misread layout errs by that whole magnitude."""
+        got = values(result)
+        scale = float(np.abs(expected).max(initial=0.0))
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4 + 1e-6 * scale)
+        if k is not None:
+            self.truth[k] = got
+
     @rule(i=st.integers(0, 3), k=st.none() | st.integers(0, 3),
           req=st.sampled_from(["write", "add"]), training=st.booleans())
     def forward_a(self, i, k, req, training):
@@ -177,8 +188,7 @@ class ArraysAcrossRoles(RuleBasedStateMachine):
                                  **self.layers.kwargs(self.layers.k1))
         if k is not None:
             expected = expected + (self.truth[k] if req == "add" else 0)
-            self.truth[k] = expected
-        np.testing.assert_allclose(values(y), expected, **TOL)
+        self._check_result(y, expected, k)
 
     @rule(j=st.integers(0, 3), training=st.booleans())
     def forward_b(self, j, training):
@@ -195,9 +205,7 @@ class ArraysAcrossRoles(RuleBasedStateMachine):
         with self._mode(training):
             y = nd.Deconvolution(self.c_data, self.pool[j], out=self._target(k),
                                  **self.layers.kwargs(self.layers.k3))
-        if k is not None:
-            self.truth[k] = expected
-        np.testing.assert_allclose(values(y), expected, **TOL)
+        self._check_result(y, expected, k)
 
     @rule(i=st.integers(0, 3), j=st.integers(0, 3), k=st.none() | st.integers(0, 3))
     def backward_c(self, i, j, k):
@@ -208,9 +216,7 @@ class ArraysAcrossRoles(RuleBasedStateMachine):
                                              grads=[None, self._target(k), None],
                                              req=["null", "write", "null"],
                                              **self.layers.kwargs(self.layers.k3))
-        if k is not None:
-            self.truth[k] = ref_dw
-        np.testing.assert_allclose(values(dw), ref_dw, **TOL)
+        self._check_result(dw, ref_dw, k)
 
     @rule(i=st.integers(0, 3), j=st.integers(0, 3), k=st.none() | st.integers(0, 3))
     def backward_a(self, i, j, k):
@@ -221,9 +227,7 @@ class ArraysAcrossRoles(RuleBasedStateMachine):
                                              grads=[self._target(k), None, None],
                                              req=["write", "null", "null"],
                                              **self.layers.kwargs(self.layers.k1))
-        if k is not None:
-            self.truth[k] = ref_dx
-        np.testing.assert_allclose(values(dx), ref_dx, **TOL)
+        self._check_result(dx, ref_dx, k)
 
     @rule(i=st.integers(0, 3))
     def read(self, i):
