@@ -6,9 +6,9 @@
 """
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
-from . import autograd, gluon, nd
+from . import autograd, gluon, nd, plans
 from .autograd import is_training, predict_mode, set_training, train_mode
 from ._loader import ERROR as EXTENSION_ERROR
 from ._loader import ops as _ops
@@ -22,9 +22,9 @@ __version__ = "0.1.0"
 __all__ = ["Float16OverflowWarning", "KernelDefectWarning", "MXNetError", "NDArray",
            "autograd", "cache_info", "clear_cache", "explain", "gluon",
            "get_num_threads", "is_training", "last_impl", "nd", "onednn_enabled",
-           "predict_mode", "reorder_counts", "reset_reorder_counts", "runtime_info",
-           "set_cache_capacity", "set_num_threads", "set_onednn_enabled",
-           "set_training", "train_mode", "use_impl"]
+           "plan_cache_path", "predict_mode", "reorder_counts", "reset_reorder_counts",
+           "runtime_info", "set_cache_capacity", "set_num_threads", "set_onednn_enabled",
+           "set_training", "set_tuning", "train_mode", "tuning_enabled", "use_impl"]
 
 
 def _extension():
@@ -123,3 +123,42 @@ def reset_reorder_counts() -> None:
     0
     """
     _extension().reset_reorder_counts()
+
+
+def set_tuning(enabled: bool) -> bool:
+    """Time each new layer's candidate plans and keep the fastest correct one
+    (True, the default), or take oneDNN's first correct choice (False, as
+    ``MXDECONV_TUNE=0`` does at import); returns the previous setting.
+
+    >>> import mxdeconv
+    >>> previous = mxdeconv.set_tuning(False)
+    >>> mxdeconv.tuning_enabled()
+    False
+    >>> _ = mxdeconv.set_tuning(previous)
+    """
+    return plans.set_tuning(enabled)
+
+
+def tuning_enabled() -> bool:
+    """Whether new plans are tuned (see :func:`set_tuning`).
+
+    >>> import mxdeconv
+    >>> isinstance(mxdeconv.tuning_enabled(), bool)
+    True
+    """
+    return plans.tuning()
+
+
+def plan_cache_path() -> Optional[str]:
+    """The file that keeps tuned choices across processes
+    (``$MXDECONV_CACHE_DIR/plans-v1.json``, else the user's cache directory,
+    as the environment said at import), or None when ``MXDECONV_CACHE_DIR`` is
+    set empty (choices kept in memory only).
+    Delete the file to tune every layer again.
+
+    >>> import mxdeconv
+    >>> path = mxdeconv.plan_cache_path()
+    >>> path is None or path.endswith(".json")
+    True
+    """
+    return plans.store_path()

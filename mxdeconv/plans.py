@@ -444,6 +444,11 @@ def backward_plans(geom: DeconvGeometry, dtype: str) -> Union[BackwardPlans, Una
     return BackwardPlans(data, weights)
 
 
+def store_path() -> Optional[str]:
+    """The plan cache file this process reads and writes (None: memory only)."""
+    return None if _store.path is None else str(_store.path)
+
+
 def clear_choices() -> None:
     """Forget every choice in memory (the next plan of each key is chosen, and
     read from or written to the plan cache on disk, again)."""

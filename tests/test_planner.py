@@ -77,6 +77,20 @@ def test_tuning_off_takes_oneDNNs_first_correct_candidate():
         plans.set_tuning("no")
 
 
+def test_public_tuning_switch_and_cache_path():
+    previous = mxdeconv.set_tuning(False)
+    try:
+        assert mxdeconv.tuning_enabled() is False and plans.tuning() is False
+    finally:
+        assert mxdeconv.set_tuning(previous) is False
+    assert mxdeconv.tuning_enabled() is previous
+    with pytest.raises(TypeError, match="enabled must be a bool, got 0"):
+        mxdeconv.set_tuning(0)
+    # conftest points MXDECONV_CACHE_DIR at a folder of this test session
+    assert mxdeconv.plan_cache_path() == os.path.join(os.environ["MXDECONV_CACHE_DIR"],
+                                                      "plans-v1.json")
+
+
 @pytest.mark.parametrize("training", [False, True])
 def test_every_plan_the_planner_returns_is_correct(training):
     x, w, b = _arrays(1)
