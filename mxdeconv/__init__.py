@@ -13,14 +13,16 @@ from .autograd import is_training, predict_mode, set_training, train_mode
 from ._loader import ERROR as EXTENSION_ERROR
 from ._loader import ops as _ops
 from .base import Float16OverflowWarning, KernelDefectWarning, MXNetError
+from .context import Context, cpu, current_context, gpu
 from .deconvolution import explain
 from .ndarray import NDArray
 from .registry import last_impl, onednn_enabled, set_onednn_enabled, use_impl
 
 __version__ = "0.1.0"
 
-__all__ = ["Float16OverflowWarning", "KernelDefectWarning", "MXNetError", "NDArray",
-           "autograd", "cache_info", "clear_cache", "explain", "gluon",
+__all__ = ["Context", "Float16OverflowWarning", "KernelDefectWarning", "MXNetError",
+           "NDArray", "autograd", "cache_info", "clear_cache", "cpu", "current_context",
+           "explain", "gluon", "gpu",
            "get_num_threads", "is_training", "last_impl", "nd", "onednn_enabled",
            "plan_cache_path", "predict_mode", "reorder_counts", "reset_reorder_counts",
            "runtime_info", "set_cache_capacity", "set_num_threads", "set_onednn_enabled",

@@ -31,6 +31,7 @@ import numpy as np
 
 from . import tape
 from .base import MXNetError
+from .context import Context, current_context
 from .buffers import aligned_empty
 from .dtypes import BFLOAT16, SUPPORTED as _SUPPORTED_DTYPES, is_float_dtype
 
@@ -98,8 +99,11 @@ class NDArray:
         return int(np.prod(self._shape, dtype=np.int64))
 
     @property
-    def context(self) -> str:
-        return "cpu(0)"
+    def context(self) -> Context:
+        """The device: always ``cpu(0)``."""
+        return current_context()
+
+    ctx = context
 
     @property
     def layout(self) -> str:
