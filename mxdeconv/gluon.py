@@ -7,7 +7,7 @@
 >>> layer.initialize()
 >>> layer(nd.ones((1, 16, 5, 5))).shape
 (1, 8, 10, 10)
->>> layer.weight.shape        # MXNet's Deconvolution weight: (C_in, channels // groups, *k)
+>>> layer.weight.shape        # MXNet's weight: (C_in, channels // groups, *k)
 (16, 8, 4, 4)
 
 Initialisation follows MXNet 1.9.1 Gluon (line numbers of the 1.9.1 release,
@@ -959,8 +959,8 @@ class Conv2DTranspose(_ConvTranspose):
     first forward.
 
     >>> from mxdeconv import gluon, nd
-    >>> layer = gluon.Conv2DTranspose(6, kernel_size=(3, 3), strides=(2, 2), padding=(1, 1),
-    ...                               output_padding=(1, 1), groups=2)
+    >>> layer = gluon.Conv2DTranspose(6, kernel_size=(3, 3), strides=(2, 2),
+    ...                               padding=(1, 1), output_padding=(1, 1), groups=2)
     >>> layer.initialize()
     >>> layer(nd.ones((1, 4, 5, 5))).shape, layer.weight.shape
     ((1, 6, 10, 10), (4, 3, 3, 3))
