@@ -73,12 +73,12 @@ def self_check() -> Tuple[bool, str]:
     started = time.perf_counter()
     reference = _run("numpy", arrays)
     if not mxdeconv.onednn_enabled():
-        return True, ("self-check: skipped: the oneDNN path is switched off "
+        return True, ("self-check       skipped: the oneDNN path is switched off "
                       "(only the NumPy path runs)")
     try:
         result = _run("onednn", arrays)
     except mxdeconv.MXNetError as error:
-        return False, f"self-check FAILED: the oneDNN path cannot run a small layer: {error}"
+        return False, f"self-check       FAILED: the oneDNN path cannot run a small layer: {error}"
     names = ("output", "data grad", "weight grad", "bias grad")
     worst = []
     for name, got, want in zip(names, result, reference):
@@ -86,12 +86,14 @@ def self_check() -> Tuple[bool, str]:
         worst.append((float(np.abs(got - want).max()) / scale, name))
     error, name = max(worst)
     seconds = time.perf_counter() - started
-    summary = (f"Deconvolution 2x8x5x5 -> 2x6x10x10 (k3 s2 p1 adj1, 2 groups, bias), "
-               f"forward and backward, oneDNN vs NumPy: largest difference "
-               f"{error:.1e} of the magnitude ({name}) in {seconds:.2f} s")
+    summary = (f"self-check       Deconvolution 2x8x5x5 -> 2x6x10x10, k3 s2 p1 adj1, "
+               f"2 groups, bias\n"
+               f"                 forward and backward, oneDNN vs NumPy: largest "
+               f"difference\n                 {error:.1e} of the magnitude ({name}), "
+               f"{seconds:.2f} s: ")
     if not error <= CHECK_RTOL:
-        return False, f"self-check FAILED: {summary}; expected <= {CHECK_RTOL:g}"
-    return True, f"self-check: ok: {summary}"
+        return False, f"{summary}FAILED (more than {CHECK_RTOL:g})"
+    return True, f"{summary}ok"
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
