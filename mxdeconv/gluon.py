@@ -27,16 +27,16 @@ Random values come from NumPy's global generator (``np.random.seed`` makes them
 repeatable); they cannot match MXNet's generator value for value, only in
 distribution (``tests/test_gluon.py`` compares with a layer initialised by MXNet).
 
-Parameters save to and load from ``.npz`` files of NumPy arrays keyed
+Parameters save to and load from MXNet's binary ``.params`` files (see
+:mod:`mxdeconv.serialization`) and ``.npz`` files of NumPy arrays, keyed
 ``weight`` and ``bias`` (the names MXNet's ``save_parameters`` uses for a
 lone layer); :meth:`~_ConvTranspose.load_parameters` also accepts MXNet's
-prefixed names such as ``conv0_weight``.  MXNet's binary
-``.params`` format is not read: export from MXNet with
-``np.savez(path, weight=layer.weight.data().asnumpy(), bias=layer.bias.data().asnumpy())``.
+prefixed names such as ``conv0_weight`` and ``arg:conv0_weight``.
 """
 from __future__ import annotations
 
 import copy
+import io
 import math
 import numbers
 import os
@@ -48,7 +48,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import elementwise, nd
+from . import elementwise, nd, serialization
 from .autograd import GRAD_REQS
 from .base import MXNetError
 from .ndarray import BFLOAT16, NDArray, array, is_float_dtype
@@ -663,6 +663,56 @@ class _NpzArchive:
         self._zip.close()
 
 
+class _ParamsFile:
+    """The named arrays of an MXNet NDArray file, behind :class:`_NpzArchive`'s
+    interface (the file is parsed and checked whole; values are copied on request)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._file = serialization.ArrayFile.read(path, "filename")
+        if len(self._file) and not self._file.names:
+            raise MXNetError(f"filename={path!r} holds a list of {len(self._file)} arrays "
+                             "without names (as mx.nd.save of a list writes); parameters "
+                             "are loaded from named arrays (a dict, as save_parameters "
+                             "writes)")
+        self.keys = list(self._file.names)
+        self._index = {name: index for index, name in enumerate(self.keys)}
+
+    def header(self, key: str) -> Tuple[Tuple[int, ...], np.dtype]:
+        index = self._index[key]
+        return self._file.shape(index), self._file.dtype(index)
+
+    def read(self, key: str, shape: Tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        return self._file.values(self._index[key])
+
+    def __enter__(self) -> "_ParamsFile":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        pass
+
+
+def _open_saved(path: str) -> Any:
+    """The arrays of ``path``: an MXNet NDArray file or an ``.npz`` archive, told
+    apart by their first bytes (the name decides only for other contents, so that
+    the error speaks of the format the caller meant)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(8)
+    except OSError as err:
+        raise MXNetError(f"cannot read filename={path!r}: {err}") from err
+    if serialization.is_ndarray_file(head) or (path.lower().endswith(".params")
+                                               and not head.startswith(b"PK")):
+        return _ParamsFile(path)
+    return _NpzArchive(path)
+
+
+def _unprefixed(key: str) -> str:
+    """A saved name without ``save_checkpoint``'s ``arg:``/``aux:`` prefix (MXNet's
+    ``ParameterDict.load_dict`` strips it too)."""
+    return key[4:] if key.startswith(("arg:", "aux:")) else key
+
+
 class _ConvTranspose:
     """Shared implementation of the transposed-convolution layers.
 
@@ -774,25 +824,38 @@ class _ConvTranspose:
             param.cast(dtype)
 
     def save_parameters(self, filename: str, deduplicate: bool = False) -> None:
-        """Save ``weight`` and ``bias`` to ``filename`` (a ``.npz`` archive, written
-        under exactly that name)."""
+        """Save ``weight`` and ``bias`` to ``filename``, under exactly that name.
+
+        A name ending in ``.npz`` gets a NumPy ``.npz`` archive; any other name
+        (``.params``) gets MXNet's binary format, byte for byte what MXNet 1.9.1's
+        ``save_parameters`` writes for the same layer (names ``weight`` and
+        ``bias``), so MXNet's ``load_parameters`` reads it.  The file is written
+        beside ``filename`` and renamed over it: a failed save leaves no
+        half-written file."""
         path = _path_arg("filename", filename)
         _bool_arg("deduplicate", deduplicate)
-        arrays = {key: p.data().asnumpy() for key, p in self._structural().items()}
-        try:
-            with open(path, "wb") as handle:
-                np.savez(handle, **arrays)
-        except OSError as err:
-            raise MXNetError(f"cannot write filename={path!r}: {err}") from err
+        params = self._structural()
+        values = [param.data()._plain() for param in params.values()]
+        if path.lower().endswith(".npz"):
+            archive = io.BytesIO()
+            np.savez(archive, **dict(zip(params, values)))
+            serialization.write_atomically(path, [archive.getbuffer()], "filename")
+        else:
+            serialization.write_arrays(path, values, list(params), argument="filename")
 
     def load_parameters(self, filename: str, ctx: Any = None, allow_missing: bool = False,
                         ignore_extra: bool = False, cast_dtype: bool = False,
                         dtype_source: str = "current") -> None:
-        """Load a ``.npz`` written by :meth:`save_parameters` or by NumPy from MXNet.
+        """Load an MXNet ``.params`` file or a ``.npz`` archive.
 
-        Keys are ``weight``/``bias``, or MXNet's full names ending in
-        ``_weight``/``_bias`` (e.g. ``conv0_weight``, as
-        ``net.collect_params()`` names them).  As in MXNet,
+        The format is recognised by its first bytes, whatever the name: MXNet's
+        NDArray files (``save_parameters``, ``collect_params().save``,
+        ``mx.nd.save`` of a dict, ``export``/``save_checkpoint``) or NumPy ``.npz``
+        archives (:meth:`save_parameters` to a ``.npz`` name, ``np.savez``).
+        Keys are ``weight``/``bias`` (what MXNet's ``save_parameters`` writes for
+        a lone layer), or MXNet's full names ending in ``_weight``/``_bias``
+        (``conv0_weight``, as ``collect_params().save`` writes them), each with
+        or without ``save_checkpoint``'s ``arg:``/``aux:`` prefix.  As in MXNet,
         a dtype other than the parameter's is refused unless ``cast_dtype=True``
         (``dtype_source="saved"`` then adopts the file's dtype); an unknown
         ``in_channels`` is taken from the saved weight.
@@ -800,8 +863,9 @@ class _ConvTranspose:
         All or nothing: the names, shapes and dtypes of every array are checked
         and the arrays converted before any parameter changes, so after an error
         the layer holds what it held before.  The file is untrusted: it is never
-        unpickled, and a file that is not an ``.npz`` archive of numeric arrays
-        (a ``.npy`` file, object arrays, corrupt bytes) raises :class:`MXNetError`.
+        unpickled, and a file that is neither a valid NDArray file nor an ``.npz``
+        archive of numeric arrays (a ``.npy`` file, object arrays, corrupt or
+        truncated bytes) raises :class:`MXNetError`.
         """
         path = _path_arg("filename", filename)
         allow_missing = _bool_arg("allow_missing", allow_missing)
@@ -810,7 +874,7 @@ class _ConvTranspose:
         dtype_source = _choice_arg("dtype_source", dtype_source, ("current", "saved"))
         params = self._structural()
         staged = []
-        with _NpzArchive(path) as archive:
+        with _open_saved(path) as archive:
             for key, saved_key in self._match_saved(archive.keys, path, allow_missing,
                                                     ignore_extra).items():
                 param = params[key]
@@ -826,11 +890,12 @@ class _ConvTranspose:
 
     def _match_saved(self, saved_keys: Sequence[str], path: str, allow_missing: bool,
                      ignore_extra: bool) -> Dict[str, str]:
-        """``{parameter key: saved key}``: ``weight`` is saved as ``weight`` or ``*_weight``."""
+        """``{parameter key: saved key}``: ``weight`` is saved as ``weight`` or
+        ``*_weight``, with or without an ``arg:``/``aux:`` prefix."""
         matched = {}
         for key in self._structural():
-            candidates = ([k for k in saved_keys if k == key]
-                          or [k for k in saved_keys if k.endswith("_" + key)])
+            candidates = ([k for k in saved_keys if _unprefixed(k) == key]
+                          or [k for k in saved_keys if _unprefixed(k).endswith("_" + key)])
             if len(candidates) > 1:
                 raise MXNetError(f"{path}: several arrays could be '{key}': {candidates}")
             if candidates:
