@@ -139,7 +139,7 @@ def _dtype_arg(name: str, value: Any) -> np.dtype:
         raise _type_error(name, expected, value)
     try:
         dtype = np.dtype(value)
-    except (TypeError, ValueError) as err:
+    except (TypeError, ValueError, SyntaxError) as err:  # np.dtype(",") is a SyntaxError
         raise _type_error(name, expected, value) from err
     if dtype not in PARAM_DTYPES:
         raise _type_error(name, expected, value)

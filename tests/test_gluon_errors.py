@@ -251,6 +251,8 @@ PARAMETER_ERRORS = {
                      r"shape must be an int or a tuple of ints, got '22' of type str"),
     "dtype_int": (dict(dtype="int32"), TypeError,
                   r"dtype must be a dtype, one of \[.*'float32'.*\], got 'int32' of type str"),
+    "dtype_comma": (dict(dtype=","), TypeError,  # np.dtype(",") raises SyntaxError
+                    r"dtype must be a dtype, one of \[.*\], got ',' of type str"),
     "dtype_none": (dict(dtype=None), TypeError,
                    r"dtype must be a dtype, one of \[.*\], got None of type NoneType"),
     "dtype_unknown": (dict(dtype="float33"), TypeError,
