@@ -52,7 +52,7 @@ from . import elementwise, nd
 from .autograd import GRAD_REQS
 from .base import MXNetError
 from .ndarray import BFLOAT16, NDArray, array, is_float_dtype
-from .params import MAX_PARAM
+from .params import MAX_PARAM, parse_int_text, parse_shape_text
 
 __all__ = ["Constant", "Conv1DTranspose", "Conv2DTranspose", "Conv3DTranspose",
            "Initializer", "Normal", "One", "Parameter", "ParameterDict", "Uniform",
@@ -68,8 +68,8 @@ PARAM_DTYPES = tuple(np.dtype(t) for t in ("float16", "float32", "float64")) + (
 # A value of the wrong Python type raises TypeError, a bad value MXNetError, and
 # both messages name the argument, what it accepts and what it got.  Strings are
 # refused where a number, a tuple or a bool is expected (kernel_size="33" is not
-# (3, 3)); MXNet's string attribute forms ("(3, 3)", "True") would be parsed into
-# a Python value at the top of _int_arg, _tuple_arg and _bool_arg.
+# (3, 3)), except where MXNet's own layer passes the string on to the operator,
+# which parses it (_int_attr, _tuple_attr).
 def _type_error(name: str, expected: str, value: Any) -> TypeError:
     return TypeError(f"{name} must be {expected}, got {value!r} of type {type(value).__name__}")
 
@@ -102,6 +102,49 @@ def _tuple_arg(name: str, value: Any, ndim: Optional[int] = None,
     if ndim is not None and len(value) != ndim:
         raise MXNetError(f"{name} must be {expected}, got {name}={value!r}")
     return tuple(_int_arg(f"{name}[{i}]", v, minimum) for i, v in enumerate(value))
+
+
+# MXNet's layers hand channels, groups, strides, padding and dilation (and, in 1-D,
+# kernel_size and output_padding) to the operator's attributes unconverted, so MXNet
+# 1.9.1 accepts them as the operator's text (strides="(2, 2)", groups="2"); these read
+# such a string as the operator does (mxdeconv.params), then check the value as a
+# Python one.  tests/data/attr_forms.py records MXNet's verdicts.
+def _int_attr(name: str, value: Any, minimum: int = 0) -> int:
+    """:func:`_int_arg`, or MXNet's text of an int (``"4"``)."""
+    if isinstance(value, str):
+        value = parse_int_text(name, value)
+    return _int_arg(name, value, minimum)
+
+
+def _tuple_attr(name: str, value: Any, ndim: int, minimum: int = 0,
+                literal_length: bool = False) -> Tuple[int, ...]:
+    """:func:`_tuple_arg`, or MXNet's text of a shape with ``ndim`` entries
+    (``"(2, 2)"``; ``"2"`` is the 1-tuple).  ``literal_length``: MXNet's layer first
+    asserts ``len(value) == ndim`` (kernel_size, output_padding), so only a 1-D
+    layer can take a string there, of one character."""
+    if isinstance(value, str):
+        expected = f"an int or a list of {ndim} ints"
+        if literal_length and ndim > 1:  # no string of ndim characters is an ndim-tuple
+            raise _type_error(name, expected, value)
+        if literal_length and len(value) != ndim:
+            raise MXNetError(f"{name} must be {expected}, got {name}={value!r}: MXNet takes "
+                             f"a string here only of {ndim} character(s)")
+        shape = parse_shape_text(name, value)
+        if shape is None or len(shape) != ndim:
+            meaning = "a shape of unknown rank" if shape is None else f"{shape}"
+            raise MXNetError(f"{name} must be {expected}, got {name}={value!r}, "
+                             f"which MXNet reads as {meaning}")
+        value = shape
+    return _tuple_arg(name, value, ndim, minimum)
+
+
+def _use_bias_arg(value: Any) -> bool:
+    """:func:`_bool_arg`; a string is refused although MXNet's layer takes one: it
+    computes ``not use_bias``, so ``"False"`` would keep the bias there."""
+    if isinstance(value, str):
+        raise TypeError(f"use_bias must be a bool (True, False, 0 or 1), got {value!r} of "
+                        "type str (MXNet would read any non-empty string as True)")
+    return _bool_arg("use_bias", value)
 
 
 def _real_arg(name: str, value: Any, minimum: Optional[float] = None) -> float:
@@ -689,16 +732,17 @@ class _ConvTranspose:
                              f"must be None, got {params!r:.80}")
         if prefix is not None and not isinstance(prefix, str):
             raise _type_error("prefix", "a string or None", prefix)
-        self._channels = _int_arg("channels", channels, minimum=1)
+        self._channels = _int_attr("channels", channels, minimum=1)
         in_channels = _int_arg("in_channels", in_channels)  # 0: from the first batch
         self._kwargs = {
-            "kernel": _tuple_arg("kernel_size", kernel_size, ndim, minimum=1),
-            "stride": _tuple_arg("strides", strides, ndim, minimum=1),
-            "dilate": _tuple_arg("dilation", dilation, ndim, minimum=1),
-            "pad": _tuple_arg("padding", padding, ndim),
-            "adj": _tuple_arg("output_padding", output_padding, ndim),
-            "num_filter": self._channels, "num_group": _int_arg("groups", groups, minimum=1),
-            "no_bias": not _bool_arg("use_bias", use_bias), "layout": self._layout}
+            "kernel": _tuple_attr("kernel_size", kernel_size, ndim, minimum=1,
+                                  literal_length=True),
+            "stride": _tuple_attr("strides", strides, ndim, minimum=1),
+            "dilate": _tuple_attr("dilation", dilation, ndim, minimum=1),
+            "pad": _tuple_attr("padding", padding, ndim),
+            "adj": _tuple_attr("output_padding", output_padding, ndim, literal_length=True),
+            "num_filter": self._channels, "num_group": _int_attr("groups", groups, minimum=1),
+            "no_bias": not _use_bias_arg(use_bias), "layout": self._layout}
         self._check_divisible("channels", self._channels)
         if in_channels:
             self._check_divisible("in_channels", in_channels)
