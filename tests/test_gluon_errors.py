@@ -29,19 +29,21 @@ CLASSES = {1: gluon.Conv1DTranspose, 2: gluon.Conv2DTranspose, 3: gluon.Conv3DTr
 # -- helpers ---------------------------------------------------------------------------
 def state(layer):
     """What a failed call must not change: per parameter its NDArray object, a copy
-    of its values, its shape, dtype, pending deferred initializer and grad_req."""
+    of its values, its shape, dtype, pending deferred initializer, grad_req and contexts."""
     return {key: (param._data, None if param._data is None else param._data.asnumpy().copy(),
-                  param.shape, param.dtype, param._deferred, param.grad_req)
+                  param.shape, param.dtype, param._deferred, param.grad_req,
+                  None if param._ctx_list is None else list(param._ctx_list))
             for key, param in layer._structural().items()}
 
 
 def assert_same_state(layer, before):
     after = state(layer)
     assert after.keys() == before.keys()
-    for key, (data, values, shape, dtype, deferred, grad_req) in before.items():
+    for key, (data, values, shape, dtype, deferred, grad_req, contexts) in before.items():
         now = after[key]
         assert now[0] is data, f"{key}: another NDArray"
-        assert now[2:] == (shape, dtype, deferred, grad_req), f"{key}: shape/dtype/init changed"
+        assert now[2:] == (shape, dtype, deferred, grad_req, contexts), \
+            f"{key}: shape/dtype/init/contexts changed"
         if values is None:
             assert now[1] is None
         else:
@@ -770,6 +772,9 @@ PARAMETER_CALLS = {
     "force_reinit": lambda layer, value: layer.initialize(force_reinit=value),
     "collect_params": lambda layer, value: layer.collect_params(value),
     "load_filename": lambda layer, value: layer.load_parameters(value),
+    "initialize_ctx": lambda layer, value: layer.initialize(ctx=value, force_reinit=True),
+    "data_ctx": lambda layer, value: layer.weight.data(value),
+    "reset_ctx": lambda layer, value: layer.collect_params().reset_ctx(value),
 }
 
 
