@@ -235,7 +235,7 @@ class NDArray:
         >>> y is x, y.asnumpy()
         (False, array([1., 1.], dtype=float32))
         """
-        return array(self._plain())
+        return _same_dtype_copy(self._plain())
 
     def astype(self, dtype: Any) -> "NDArray":
         """A copy converted to ``dtype``.
@@ -257,7 +257,7 @@ class NDArray:
 
     # -- copying and pickling: always the values, in the default layout ---------
     def __reduce__(self) -> Tuple[Any, Tuple[np.ndarray]]:
-        return array, (self._plain().copy(),)
+        return _same_dtype_copy, (self._plain().copy(),)
 
     def __copy__(self) -> "NDArray":
         return self.copy()
@@ -464,6 +464,15 @@ def array(source: Any, dtype: Any = None) -> NDArray:
     buffer = aligned_empty(values.shape, dtype)
     with np.errstate(over="ignore", invalid="ignore"):  # as NumPy's astype: inf on overflow
         np.copyto(buffer, values, casting="unsafe")
+    return NDArray(buffer)
+
+
+def _same_dtype_copy(values: np.ndarray) -> NDArray:
+    """A new NDArray holding a copy of ``values`` in their dtype: the floats of
+    :func:`array`, and also the integer and bool arrays that ``nd.load`` reads
+    (which :func:`array` would turn into float32)."""
+    buffer = aligned_empty(values.shape, values.dtype)
+    np.copyto(buffer, values)
     return NDArray(buffer)
 
 

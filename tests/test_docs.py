@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 MODULES = ["mxdeconv", "mxdeconv.nd", "mxdeconv.ndarray", "mxdeconv.autograd",
            "mxdeconv.elementwise", "mxdeconv.gluon", "mxdeconv.registry",
-           "mxdeconv.params", "mxdeconv.deconvolution"]
+           "mxdeconv.params", "mxdeconv.deconvolution", "mxdeconv.serialization"]
 
 
 def _public_objects():
