@@ -10,11 +10,13 @@
 """
 from __future__ import annotations
 
+from .activation_op import Activation
 from .deconvolution import Deconvolution, Deconvolution_backward
 from .elementwise import add, multiply, relu
 from .ndarray import (NDArray, array, empty, from_dlpack, ones, to_dlpack_for_read,
                       to_dlpack_for_write, zeros)
 
-__all__ = ["Deconvolution", "Deconvolution_backward", "NDArray", "add", "array", "empty",
+__all__ = ["Activation", "Deconvolution", "Deconvolution_backward", "NDArray", "add", "array",
+           "empty",
            "from_dlpack", "multiply", "ones", "relu", "to_dlpack_for_read",
            "to_dlpack_for_write", "zeros"]
