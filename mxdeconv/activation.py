@@ -38,12 +38,14 @@ SOFTRELU_THRESHOLD = 20.0
 
 def check_act_type(name: str, value: Any) -> str:
     """``value`` if it is one of :data:`ACT_TYPES`; TypeError for a non-string,
-    MXNetError for another string, both naming ``name`` and the choices."""
+    MXNetError (MXNet's words) for another string, both naming ``name`` and the
+    choices."""
     if not isinstance(value, str):
         raise TypeError(f"{name} must be one of {ACT_TYPES}, got {value!r} of type "
                         f"{type(value).__name__}")
     if value not in ACT_TYPES:
-        raise MXNetError(f"{name} must be one of {ACT_TYPES}, got {value!r}")
+        valid = ", ".join(repr(a) for a in ACT_TYPES)
+        raise MXNetError(f"{name}: Invalid Input: {value!r}, valid values are: {{{valid}}}")
     return value
 
 
@@ -93,8 +95,8 @@ def derivative(values: np.ndarray, act_type: str) -> np.ndarray:
     input x for softsign (MXNet's ``*_grad`` functions), in the compute dtype."""
     v = values.astype(_compute_dtype(values.dtype), copy=False)
     with np.errstate(over="ignore", invalid="ignore"):
-        if act_type == "relu":
-            return (v > 0).astype(v.dtype)
+        if act_type == "relu":  # 1 above 0, 0 at 0 and below, NaN at NaN (as MXNet)
+            return np.sign(np.maximum(v, 0))
         if act_type == "sigmoid":
             return v * (1 - v)
         if act_type == "tanh":
