@@ -6,8 +6,8 @@ have different defects.  ``ONEDNN_MAX_CPU_ISA`` caps the instruction set, but
 oneDNN reads it once, before its first primitive, so each family runs in a
 fresh process: the realistic-layer suite, the hypothesis equivalence tests,
 layouts, MXNet fixtures, bfloat16 (which must fall back to NumPy where the
-family has no bf16 kernels) and the fused activations.  The default family (avx512_core_bf16 here) is
-the main test run itself.
+family has no bf16 kernels) and the fused activations.  The default family
+(avx512_core_bf16 here) is the main test run itself.
 """
 import os
 import subprocess
