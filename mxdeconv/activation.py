@@ -19,6 +19,13 @@ precision (MXNet's threshold).  16-bit floats are computed in float32 and
 rounded once.  This module knows arrays of numbers only; the operator on
 NDArrays is :func:`mxdeconv.nd.Activation`, and Gluon's transposed
 convolutions fuse these into the deconvolution (:mod:`mxdeconv.gluon`).
+
+>>> import numpy as np
+>>> y = forward(np.array([-1.0, 0.0, 25.0]), "softrelu")
+>>> y.tolist()
+[0.31326168751822286, 0.6931471805599453, 25.0]
+>>> gradient(np.ones(3), y, "softrelu").round(4).tolist()    # sigmoid(x), from y
+[0.2689, 0.5, 1.0]
 """
 from __future__ import annotations
 
