@@ -1003,10 +1003,11 @@ cdef ForwardPlan build_forward(Geometry g, Candidate c):
     return plan
 
 
-def _enumerate(make_pd, builder, list variants, act_type=None):
+def _enumerate(make_pd, builder, list variants, act_type=None, skip=None):
     """Candidates of one pass: for each variant (data layout family, weights
     layout family, bias fused?, activation fused?), oneDNN's implementations in
-    its order; duplicates once; reference kernels last."""
+    its order; duplicates once, and those ``skip(candidate)`` declines, left
+    out; reference kernels last."""
     seen = set()
     deferred = []
     cdef Candidate c
@@ -1020,7 +1021,7 @@ def _enumerate(make_pd, builder, list variants, act_type=None):
             c.act_type, c.act_fused = act_type, act_fused
             c.impl, c.builder = pd.impl(), builder
             key = (c.impl, fused, act_fused, _pd_layout_keys(c.pd))
-            if key not in seen:
+            if key not in seen and not (skip is not None and skip(c)):
                 seen.add(key)
                 if c.is_reference:
                     deferred.append(c)
@@ -1094,7 +1095,21 @@ def forward_candidates(geom, str dtype, bint training, bint accumulate, act_type
                          act_attr if act_fused and fused else attr)
 
     return _enumerate(make_pd, lambda c: build_forward(g, c),
-                      _variants(g.has_bias, act_flags), act_type)
+                      _variants(g.has_bias, act_flags), act_type, _slow_post_op)
+
+
+#: oneDNN's convolution-based deconvolution (``ref_deconvolution``: a backward-
+#: data convolution) names its implementations "conv:any+<convolution>".
+CONVOLUTION_BASED = "conv:any+"
+
+
+def _slow_post_op(Candidate c):
+    """Whether ``c`` has oneDNN apply its eltwise post-op in a scalar reference
+    loop: a convolution-based deconvolution computes into a scratch buffer and
+    runs its post-ops element by element (ref_deconvolution.cpp,
+    compute_ref_attrs, v3.2); measured 2 to 5 times slower than the same
+    kernel followed by an eltwise primitive, so it is not a candidate."""
+    return c.act_fused and c.bias_fused and c.impl.startswith(CONVOLUTION_BASED)
 
 
 cdef class BackwardDataPlan:

@@ -359,7 +359,7 @@ def _check_geometry(no_bias=False):
 
 def _separate_plan(geom, act):
     return next(c for c in _ops.forward_candidates(geom, "float32", False, False, act, False)
-                if c.family == "plain").build()
+                if "gemm" in c.impl).build()
 
 
 class OneTermOff:
@@ -409,19 +409,30 @@ def test_the_check_sees_a_wrong_negative_preactivation_through_relu():
 
 
 @pytest.mark.parametrize("act", ["relu", "sigmoid", "tanh", "softrelu"])
-def test_the_check_accepts_oneDNNs_correct_plain_kernels(act):
-    """The check itself is right: oneDNN's plain gemm kernel agrees, with the
-    activation fused (into the deconvolution, or into a separate bias
-    addition) or run by its own eltwise primitive."""
+def test_the_check_accepts_oneDNNs_correct_kernels(act):
+    """The check itself is right: oneDNN's gemm kernel agrees with the
+    activation by its own eltwise primitive or fused into a separate bias
+    addition, and some kernel agrees with it fused into the deconvolution."""
     geom = _check_geometry()
     check = kernel_check.forward_check(geom, "float32", False, act)
-    for bias_fused in (True, False):
-        for act_fused in (True, False):
-            candidate = next(c for c in _ops.forward_candidates(geom, "float32", False, False,
-                                                                act)
-                             if c.family == "plain" and c.act_fused == act_fused
-                             and c.bias_fused == bias_fused)
-            assert check(candidate.build()) is None, candidate
+    candidates = list(_ops.forward_candidates(geom, "float32", False, False, act))
+    for bias_fused, act_fused in ((True, False), (False, False), (False, True)):
+        candidate = next(c for c in candidates if "gemm" in c.impl
+                         and c.act_fused == act_fused and c.bias_fused == bias_fused)
+        assert check(candidate.build()) is None, candidate
+    fused = [c for c in candidates if c.act_fused and c.bias_fused]
+    if fused:  # none where this kernel family has no native deconvolution
+        assert any(check(c.build()) is None for c in fused), fused
+
+
+def test_no_candidate_leaves_a_fused_activation_to_oneDNNs_reference_loop():
+    """A convolution-based deconvolution ("conv:any+...") applies post-ops in a
+    scalar loop, slower than the same kernel and an eltwise primitive."""
+    geom = _check_geometry()
+    for c in _ops.forward_candidates(geom, "float32", False, False, "tanh"):
+        assert not (c.act_fused and c.bias_fused and c.impl.startswith("conv:any+")), c
+    assert any(c.impl.startswith("conv:any+") and not c.act_fused
+               for c in _ops.forward_candidates(geom, "float32", False, False, "tanh"))
 
 
 def test_the_check_catches_oneDNNs_brgconv_with_an_eltwise_post_op():
@@ -469,7 +480,7 @@ def test_a_wrong_fused_plan_is_replaced_with_one_warning(monkeypatch, fresh_choi
 
     def candidates(*args):
         found = list(real(*args))
-        separate = next(c for c in found if not c.act_fused and c.family == "plain")
+        separate = next(c for c in found if not c.act_fused and "gemm" in c.impl)
         return iter([PlantedCandidate(separate, args[4])] + found)
     monkeypatch.setattr(_ops, "forward_candidates", candidates)
     previous = plans.set_tuning(tuning)
