@@ -97,26 +97,38 @@ def forward(values: np.ndarray, act_type: str,
     return out
 
 
-def derivative(values: np.ndarray, act_type: str) -> np.ndarray:
+def derivative(values: np.ndarray, act_type: str,
+               out: Optional[np.ndarray] = None) -> np.ndarray:
     """``f'`` from ``values``: the output y for :data:`GRADIENT_FROM_OUTPUT`, the
-    input x for softsign (MXNet's ``*_grad`` functions), in the compute dtype."""
+    input x for softsign (MXNet's ``*_grad`` functions), into ``out`` or a new
+    array of the compute dtype."""
     v = values.astype(_compute_dtype(values.dtype), copy=False)
+    d = np.empty(v.shape, v.dtype) if out is None else out
     with np.errstate(over="ignore", invalid="ignore"):
         if act_type == "relu":  # 1 above 0, 0 at 0 and below, NaN at NaN (as MXNet)
-            return np.sign(np.maximum(v, 0))
-        if act_type == "sigmoid":
-            return v * (1 - v)
-        if act_type == "tanh":
-            return 1 - v * v
-        if act_type == "softrelu":
-            return -np.expm1(-v)
-        if act_type == "softsign":
-            d = np.abs(v)
+            np.greater(v, 0, out=d)  # (np.sign and np.heaviside branch: 30x slower)
+            nan = np.isnan(v)
+            if nan.any():
+                np.copyto(d, v, where=nan)
+        elif act_type == "sigmoid":
+            np.subtract(1, v, out=d)
+            d *= v
+        elif act_type == "tanh":
+            np.multiply(v, v, out=d)
+            np.subtract(1, d, out=d)
+        elif act_type == "softrelu":
+            np.negative(v, out=d)
+            np.expm1(d, out=d)
+            np.negative(d, out=d)
+        elif act_type == "softsign":
+            np.abs(v, out=d)
             d += 1
             d *= d
-            return np.reciprocal(d, out=d)
-    check_act_type("act_type", act_type)
-    raise AssertionError(act_type)  # pragma: no cover
+            np.reciprocal(d, out=d)
+        else:
+            check_act_type("act_type", act_type)
+            raise AssertionError(act_type)  # pragma: no cover
+    return d
 
 
 def gradient(out_grad: np.ndarray, values: np.ndarray, act_type: str,
