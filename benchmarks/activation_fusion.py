@@ -107,12 +107,15 @@ def _same_kernel(geom, act, schedule) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--layer", default="", help="only layers whose name contains this")
     args = parser.parse_args()
     info = mxdeconv.runtime_info()
     print(f"oneDNN {info.get('onednn_version')} {info.get('cpu_isa')}, "
           f"{mxdeconv.get_num_threads()} threads")
     schedule = Schedule(rounds=args.rounds, block_seconds=0.2)
     for name, (shape, params, act) in LAYERS.items():
+        if args.layer not in name:
+            continue
         x, w, b = _arrays(shape, params)
 
         def fused():
