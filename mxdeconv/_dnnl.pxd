@@ -59,6 +59,10 @@ cdef extern from "oneapi/dnnl/dnnl.h" nogil:
     ctypedef enum dnnl_alg_kind_t:
         dnnl_deconvolution_direct
         dnnl_binary_add
+        dnnl_eltwise_relu
+        dnnl_eltwise_tanh
+        dnnl_eltwise_soft_relu
+        dnnl_eltwise_logistic
 
     ctypedef enum dnnl_engine_kind_t:
         dnnl_cpu
@@ -173,6 +177,9 @@ cdef extern from "oneapi/dnnl/dnnl.h" nogil:
     dnnl_status_t dnnl_post_ops_destroy(dnnl_post_ops_t post_ops)
     dnnl_status_t dnnl_post_ops_append_sum(dnnl_post_ops_t post_ops, float scale,
                                            int32_t zero_point, dnnl_data_type_t data_type)
+    dnnl_status_t dnnl_post_ops_append_eltwise(dnnl_post_ops_t post_ops,
+                                               dnnl_alg_kind_t alg_kind, float alpha,
+                                               float beta)
 
     dnnl_status_t dnnl_primitive_desc_destroy(dnnl_primitive_desc_t primitive_desc)
     dnnl_status_t dnnl_primitive_desc_next_impl(dnnl_primitive_desc_t primitive_desc)
@@ -201,6 +208,12 @@ cdef extern from "oneapi/dnnl/dnnl.h" nogil:
         dnnl_alg_kind_t alg_kind, const_dnnl_memory_desc_t src0_desc,
         const_dnnl_memory_desc_t src1_desc, const_dnnl_memory_desc_t dst_desc,
         const_dnnl_primitive_attr_t attr)
+
+    dnnl_status_t dnnl_eltwise_forward_primitive_desc_create(
+        dnnl_primitive_desc_t *primitive_desc, dnnl_engine_t engine,
+        dnnl_prop_kind_t prop_kind, dnnl_alg_kind_t alg_kind,
+        const_dnnl_memory_desc_t src_desc, const_dnnl_memory_desc_t dst_desc,
+        float alpha, float beta, const_dnnl_primitive_attr_t attr)
 
     dnnl_status_t dnnl_deconvolution_forward_primitive_desc_create(
         dnnl_primitive_desc_t *primitive_desc, dnnl_engine_t engine,

@@ -296,13 +296,17 @@ cdef LRU_KEY_BACKWARD = "backward call"
 
 
 cdef class PreparedForward:
-    """A validated, planned forward signature on the oneDNN path."""
+    """A validated, planned forward signature on the oneDNN path.  With an
+    ``act_type`` (the plan applies it) ``record(result, inputs, params,
+    act_type)`` records the call on the tape."""
     cdef ForwardPlan plan
     cdef bint training, accumulate
-    cdef object req
+    cdef object req, act_type, record
 
-    def __init__(self, ForwardPlan plan, bint training, bint accumulate, req):
+    def __init__(self, ForwardPlan plan, bint training, bint accumulate, req,
+                 act_type=None, record=None):
         self.plan, self.training, self.accumulate, self.req = plan, training, accumulate, req
+        self.act_type, self.record = act_type, record
 
     def run(self, data, weight, bias, out, params):
         return self.execute(data, weight, bias, out, params)
@@ -312,13 +316,17 @@ cdef class PreparedForward:
                              self.training)
         registry._local.last = registry.ONEDNN
         if tape.is_recording():
-            tape.record_op("Deconvolution", result, (data, weight, bias), params)
+            if self.act_type is None:
+                tape.record_op("Deconvolution", result, (data, weight, bias), params)
+            else:
+                self.record(result, (data, weight, bias), params, self.act_type)
         return result
 
 
-def forward(data, weight, bias, out, req, train, dict params):
-    """A Deconvolution forward through its prepared call, or a Miss saying where
-    to keep one once the full path has validated and planned the signature."""
+def forward(data, weight, bias, out, req, train, dict params, act_type=None):
+    """A Deconvolution forward (followed by the activation ``act_type``, if not
+    None) through its prepared call, or a Miss saying where to keep one once
+    the full path has validated and planned the signature."""
     if type(req) is not str or (train is not None and type(train) is not bool):
         return miss(None)
     if not (usable(data) and usable(weight) and (bias is None or usable(bias))):
@@ -334,7 +342,7 @@ def forward(data, weight, bias, out, req, train, dict params):
            None if bias is None else bias._shape, None if bias is None else bias._dtype,
            None if out is None else out._shape, None if out is None else out._dtype,
            req, tape.is_training() if train is None else train, thread_count(state),
-           registry._local.forced, registry._onednn_enabled, plans._tuning)
+           registry._local.forced, registry._onednn_enabled, plans._tuning, act_type)
     prepared = state.cache.get(key)
     if prepared is None:
         return miss(key)

@@ -64,19 +64,22 @@ cdef class Primitive:
 cdef class Candidate:
     cdef readonly PrimitiveDesc pd
     cdef readonly str family, weights, impl
-    cdef readonly bint bias_fused
+    cdef readonly object act_type
+    cdef readonly bint bias_fused, act_fused
     cdef readonly int index
     cdef object builder
 
 
 cdef class ForwardPlan:
-    cdef readonly Primitive prim, bias_prim
+    cdef readonly Primitive prim, bias_prim, act_prim
     cdef readonly Layout src, weights, bias, dst
     cdef readonly str impl, family
-    cdef readonly bint bias_fused
+    cdef readonly object act_type
+    cdef readonly bint bias_fused, act_fused
     cdef readonly int threads
     cdef public object verdict
-    cdef int run(self, void *src, void *weights, void *bias, void *dst) except -1
+    cdef int run(self, void *src, void *weights, void *bias, void *dst,
+                 bint activate=*) except -1
 
 
 cdef class BackwardDataPlan:

@@ -534,19 +534,49 @@ cdef class PrimitiveDesc:
         return copy
 
 
-cdef class Attr:
-    """Owned primitive attributes; ``accumulate`` adds a sum post-op
-    (dst = dst + result: MXNet's req=kAddTo in one pass)."""
+#: MXNet's act_type -> (oneDNN eltwise algorithm, alpha, beta) for the
+#: activations oneDNN 3.2 computes.  It has no softsign (x / (1 + |x|)).
+_ELTWISE = {
+    "relu": (dnnl_eltwise_relu, 0.0, 0.0),          # alpha: the slope below 0
+    "sigmoid": (dnnl_eltwise_logistic, 0.0, 0.0),
+    "tanh": (dnnl_eltwise_tanh, 0.0, 0.0),
+    "softrelu": (dnnl_eltwise_soft_relu, 1.0, 0.0),  # v3: log(1 + exp(alpha x)) / alpha
+}
+#: The act_types oneDNN can apply (fused as a post-op, or as an eltwise primitive).
+ELTWISE_ACTIVATIONS = tuple(_ELTWISE)
 
-    def __cinit__(self, bint accumulate):
+
+def _eltwise(act_type):
+    """(algorithm, alpha, beta) of ``act_type``, or MXNetError naming what oneDNN has."""
+    try:
+        return _ELTWISE[act_type]
+    except (KeyError, TypeError):
+        raise MXNetError(f"oneDNN {onednn_version()} has no eltwise algorithm for "
+                         f"act_type={act_type!r}; it computes {ELTWISE_ACTIVATIONS}") from None
+
+
+cdef class Attr:
+    """Owned primitive attributes.  ``activation`` (an act_type) adds an eltwise
+    post-op, ``accumulate`` a sum post-op after it: dst = [dst +] act(result)
+    (MXNet's req=kAddTo in one pass)."""
+
+    def __cinit__(self, bint accumulate, activation=None):
         cdef dnnl_post_ops_t post_ops = NULL
+        cdef int alg
+        cdef float alpha, beta
         check(dnnl_primitive_attr_create(&self.attr), "attribute creation")
-        if not accumulate:
+        if not accumulate and activation is None:
             return
+        if activation is not None:
+            alg, alpha, beta = _eltwise(activation)
         check(dnnl_post_ops_create(&post_ops), "post-op creation")
         try:
-            check(dnnl_post_ops_append_sum(post_ops, 1.0, 0, dnnl_data_type_undef),
-                  "sum post-op")
+            if activation is not None:
+                check(dnnl_post_ops_append_eltwise(post_ops, <dnnl_alg_kind_t>alg, alpha, beta),
+                      f"{activation} eltwise post-op")
+            if accumulate:
+                check(dnnl_post_ops_append_sum(post_ops, 1.0, 0, dnnl_data_type_undef),
+                      "sum post-op")
             check(dnnl_primitive_attr_set_post_ops(self.attr, post_ops), "post-op attribute")
         finally:
             dnnl_post_ops_destroy(post_ops)
@@ -859,14 +889,25 @@ cdef class Candidate:
     def __repr__(self):
         weights = ", plain weights" if self.weights == "plain" else ""
         bias = "" if self.bias_fused else ", bias added separately"
-        return f"Candidate({self.impl}, {self.family} layouts{weights}{bias})"
+        act = ""
+        if self.act_type is not None:
+            if not self.act_fused:
+                act = f", {self.act_type} by a separate eltwise primitive"
+            elif self.bias_fused:
+                act = f", {self.act_type} fused"
+            else:
+                act = f", {self.act_type} fused into the bias addition"
+        return f"Candidate({self.impl}, {self.family} layouts{weights}{bias}{act})"
 
 
 cdef class ForwardPlan:
-    """The forward pass of one geometry: a deconvolution primitive and, when
-    the bias cannot be fused, a binary primitive that adds it in place."""
+    """The forward pass of one geometry: a deconvolution primitive; when the
+    bias cannot be fused, a binary primitive that adds it in place; and the
+    activation (``act_type``, None: none) fused as an eltwise post-op of the
+    last of these (``act_fused``) or run by an eltwise primitive in place."""
 
-    cdef int run(self, void *src, void *weights, void *bias, void *dst) except -1:
+    cdef int run(self, void *src, void *weights, void *bias, void *dst,
+                 bint activate=True) except -1:
         cdef void *handles[4]
         cdef int n = 0
         handles[n] = src; n += 1
@@ -880,11 +921,20 @@ cdef class ForwardPlan:
             handles[1] = bias
             handles[2] = dst
             self.bias_prim.run(handles)
+        if activate and self.act_prim is not None:
+            handles[0] = dst
+            handles[1] = dst
+            self.act_prim.run(handles)
         return 0
 
-    def run_plain(self, src, weights, bias, dst_init=None):
+    def run_plain(self, src, weights, bias, dst_init=None, bint activate=True):
         """Run on default-layout NumPy arrays; returns the default-layout result.
-        ``dst_init`` seeds dst (the plan's sum post-op, if any, adds onto it)."""
+        ``dst_init`` seeds dst (the plan's sum post-op, if any, adds onto it).
+        ``activate`` False stops before a separate activation primitive (the
+        pre-activation, for the plan-time check; a fused one cannot be skipped)."""
+        if not activate and self.act_fused:
+            raise MXNetError(f"run_plain: activate must be True for a plan with the "
+                             f"{self.act_type} activation fused, got activate=False")
         src_buf = from_plain(self.src, src)
         wei_buf = from_plain(self.weights, weights)
         bias_buf = None if self.bias is None else from_plain(self.bias, bias)
@@ -893,26 +943,43 @@ cdef class ForwardPlan:
         else:
             dst_buf = from_plain(self.dst, dst_init).copy()
         self.run(data_ptr(src_buf), data_ptr(wei_buf),
-                 NULL if bias_buf is None else data_ptr(bias_buf), data_ptr(dst_buf))
+                 NULL if bias_buf is None else data_ptr(bias_buf), data_ptr(dst_buf),
+                 activate)
         return self.dst.to_plain(dst_buf, None)
 
 
-cdef Primitive bias_add_primitive(Geometry g, Layout dst):
-    """dst += bias, broadcast over every axis but the channels (in place)."""
+cdef Primitive bias_add_primitive(Geometry g, Layout dst, activation=None):
+    """dst += bias, broadcast over every axis but the channels (in place);
+    ``activation`` (an act_type) then applies to the sum as a post-op."""
     bias_dims = (1, g.dst_dims[1]) + (1,) * (len(g.dst_dims) - 2)
     cdef MemoryDesc bias = new_md(bias_dims, g.dtype, _PLAIN_TAGS[len(bias_dims)], ROLE_DATA)
     cdef PrimitiveDesc pd = PrimitiveDesc.__new__(PrimitiveDesc)
+    cdef Attr attr = Attr(False, activation)
     check(dnnl_binary_primitive_desc_create(&pd.pd, engine(), dnnl_binary_add,
-                                            dst.desc.md, bias.md, dst.desc.md, NULL),
+                                            dst.desc.md, bias.md, dst.desc.md, attr.attr),
           f"bias addition on {dst.name}")
     return make_primitive(pd, [(DNNL_ARG_SRC_0, dst.desc), (DNNL_ARG_SRC_1, bias),
                                (DNNL_ARG_DST, dst.desc)])
+
+
+cdef Primitive eltwise_primitive(str act_type, Layout dst):
+    """dst = act(dst) in place: the activation when it is not fused."""
+    cdef int alg
+    cdef float alpha, beta
+    alg, alpha, beta = _eltwise(act_type)
+    cdef PrimitiveDesc pd = PrimitiveDesc.__new__(PrimitiveDesc)
+    check(dnnl_eltwise_forward_primitive_desc_create(
+              &pd.pd, engine(), dnnl_forward_inference, <dnnl_alg_kind_t>alg, dst.desc.md,
+              dst.desc.md, alpha, beta, NULL),
+          f"{act_type} eltwise on {dst.name}")
+    return make_primitive(pd, [(DNNL_ARG_SRC, dst.desc), (DNNL_ARG_DST, dst.desc)])
 
 
 cdef ForwardPlan build_forward(Geometry g, Candidate c):
     cdef ForwardPlan plan = ForwardPlan.__new__(ForwardPlan)
     cdef PrimitiveDesc pd = c.pd
     plan.impl, plan.family, plan.bias_fused = c.impl, c.family, c.bias_fused
+    plan.act_type, plan.act_fused = c.act_type, c.act_fused
     plan.threads = omp_get_max_threads()
     plan.src = make_layout(pd.query(dnnl_query_src_md, 0, ROLE_DATA), ROLE_DATA, g.data_shape)
     plan.weights = make_layout(pd.query(dnnl_query_weights_md, 0, ROLE_WEIGHTS, g.grouped),
@@ -925,30 +992,36 @@ cdef ForwardPlan build_forward(Geometry g, Candidate c):
             args.append((DNNL_ARG_BIAS, bias_desc))
         else:
             bias_desc = plain_md(g.bias_dims, g.dtype, ROLE_BIAS, 1)
-            plan.bias_prim = bias_add_primitive(g, plan.dst)
+            # The activation follows the bias: fused, it rides on the addition.
+            plan.bias_prim = bias_add_primitive(g, plan.dst,
+                                                c.act_type if c.act_fused else None)
         plan.bias = make_layout(bias_desc, ROLE_BIAS, g.bias_dims)
     args.append((DNNL_ARG_DST, plan.dst.desc))
     plan.prim = make_primitive(pd, args)
+    if c.act_type is not None and not c.act_fused:
+        plan.act_prim = eltwise_primitive(c.act_type, plan.dst)
     return plan
 
 
-def _enumerate(make_pd, builder, list variants):
+def _enumerate(make_pd, builder, list variants, act_type=None, skip=None):
     """Candidates of one pass: for each variant (data layout family, weights
-    layout family, bias fused?), oneDNN's implementations in its order;
-    duplicates once; reference kernels last."""
+    layout family, bias fused?, activation fused?), oneDNN's implementations in
+    its order; duplicates once, and those ``skip(candidate)`` declines, left
+    out; reference kernels last."""
     seen = set()
     deferred = []
     cdef Candidate c
     cdef PrimitiveDesc pd
     cdef int index = 0
-    for family, weights, fused in variants:
-        pd = make_pd(family, weights, fused)
+    for family, weights, fused, act_fused in variants:
+        pd = make_pd(family, weights, fused, act_fused)
         while pd is not None:
             c = Candidate.__new__(Candidate)
             c.pd, c.family, c.weights, c.bias_fused = pd.clone(), family, weights, fused
+            c.act_type, c.act_fused = act_type, act_fused
             c.impl, c.builder = pd.impl(), builder
-            key = (c.impl, fused, _pd_layout_keys(c.pd))
-            if key not in seen:
+            key = (c.impl, fused, act_fused, _pd_layout_keys(c.pd))
+            if key not in seen and not (skip is not None and skip(c)):
                 seen.add(key)
                 if c.is_reference:
                     deferred.append(c)
@@ -964,13 +1037,14 @@ def _enumerate(make_pd, builder, list variants):
         yield c
 
 
-def _variants(has_bias):
-    """(data family, weights family, bias fused) in the order oneDNN's own
-    choice is reached first: every data family with oneDNN's weights layout,
-    then with plain weights (no weight reorder in training), bias fused first."""
+def _variants(has_bias, act_flags=(False,)):
+    """(data family, weights family, bias fused, activation fused) in the order
+    oneDNN's own choice is reached first: every data family with oneDNN's
+    weights layout, then with plain weights (no weight reorder in training),
+    bias fused first, then the activation fused first (``act_flags``)."""
     fused_flags = [True, False] if has_bias else [True]
-    return [(family, weights, fused) for fused in fused_flags
-            for weights in ("any", "plain") for family in FAMILIES]
+    return [(family, weights, fused, act_fused) for fused in fused_flags
+            for act_fused in act_flags for weights in ("any", "plain") for family in FAMILIES]
 
 
 cdef MemoryDesc weights_md(Geometry g, str weights):
@@ -992,20 +1066,50 @@ cdef tuple _pd_layout_keys(PrimitiveDesc pd):
     return tuple(keys)
 
 
-def forward_candidates(geom, str dtype, bint training, bint accumulate):
+def forward_candidates(geom, str dtype, bint training, bint accumulate, act_type=None,
+                       bint fuse_activation=True):
     """The forward plans oneDNN offers for ``geom``, in order of preference:
     the bias fused into the primitive first, then added by a separate
-    primitive; within each, oneDNN's own layout choice first."""
+    primitive; within each, the activation ``act_type`` (one of
+    ELTWISE_ACTIVATIONS, or None) fused as a post-op first (unless
+    ``fuse_activation`` is False), then run by a separate eltwise primitive;
+    within each, oneDNN's own layout choice first."""
     cdef Geometry g = Geometry.of(geom, dtype)
     cdef Attr attr = Attr(accumulate)
+    cdef Attr act_attr = attr
     cdef dnnl_prop_kind_t prop = dnnl_forward_training if training else dnnl_forward_inference
+    act_flags = [False]
+    if act_type is not None:
+        if accumulate:
+            raise MXNetError(f"forward_candidates: an activation (act_type={act_type!r}) "
+                             "cannot follow req=add's sum (accumulate=True)")
+        act_attr = Attr(False, act_type)
+        act_flags = [True, False] if fuse_activation else [False]
 
-    def make_pd(family, weights, fused):
+    def make_pd(family, weights, fused, act_fused):
+        # The post-op goes on the deconvolution only when the bias is in it
+        # too; with a separate bias it rides on the bias addition instead.
         return deconv_pd(g, PASS_FORWARD, prop, family_md(g.src_dims, dtype, family),
                          weights_md(g, weights), g.bias_any() if fused and g.has_bias else None,
-                         family_md(g.dst_dims, dtype, family), None, attr)
+                         family_md(g.dst_dims, dtype, family), None,
+                         act_attr if act_fused and fused else attr)
 
-    return _enumerate(make_pd, lambda c: build_forward(g, c), _variants(g.has_bias))
+    return _enumerate(make_pd, lambda c: build_forward(g, c),
+                      _variants(g.has_bias, act_flags), act_type, _slow_post_op)
+
+
+#: oneDNN's convolution-based deconvolution (``ref_deconvolution``: a backward-
+#: data convolution) names its implementations "conv:any+<convolution>".
+CONVOLUTION_BASED = "conv:any+"
+
+
+def _slow_post_op(Candidate c):
+    """Whether ``c`` has oneDNN apply its eltwise post-op in a scalar reference
+    loop: a convolution-based deconvolution computes into a scratch buffer and
+    runs its post-ops element by element (ref_deconvolution.cpp,
+    compute_ref_attrs, v3.2); measured 2 to 5 times slower than the same
+    kernel followed by an eltwise primitive, so it is not a candidate."""
+    return c.act_fused and c.bias_fused and c.impl.startswith(CONVOLUTION_BASED)
 
 
 cdef class BackwardDataPlan:
@@ -1050,7 +1154,7 @@ def backward_weights_candidates(geom, str dtype):
     cdef Geometry g = Geometry.of(geom, dtype)
     cdef PrimitiveDesc hint = forward_hint(g)
 
-    def make_pd(family, weights, fused):
+    def make_pd(family, weights, fused, act_fused):
         return deconv_pd(g, PASS_BACKWARD_WEIGHTS, dnnl_backward_weights,
                          family_md(g.src_dims, dtype, family), weights_md(g, weights),
                          g.bias_any() if g.has_bias else None,
@@ -1084,7 +1188,7 @@ def backward_data_candidates(geom, str dtype):
     cdef Geometry g = Geometry.of(geom, dtype)
     cdef PrimitiveDesc hint = forward_hint(g)
 
-    def make_pd(family, weights, fused):
+    def make_pd(family, weights, fused, act_fused):
         return deconv_pd(g, PASS_BACKWARD_DATA, dnnl_backward_data,
                          family_md(g.src_dims, dtype, family), weights_md(g, weights), None,
                          family_md(g.dst_dims, dtype, family), hint, None)
@@ -1174,6 +1278,9 @@ def bench_raw(plan, int repeats=10):
             bias_times = time_primitive(fwd.bias_prim, [fwd.dst.desc, fwd.bias.desc,
                                                         fwd.dst.desc], repeats)
             times = [a + b for a, b in zip(times, bias_times)]
+        if fwd.act_prim is not None:
+            act_times = time_primitive(fwd.act_prim, [fwd.dst.desc, fwd.dst.desc], repeats)
+            times = [a + b for a, b in zip(times, act_times)]
         return times
     if isinstance(plan, BackwardDataPlan):
         bwd_data = plan

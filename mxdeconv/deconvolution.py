@@ -8,12 +8,21 @@ checks everything before a buffer is written, the registry picks the
 implementation (oneDNN when its support check passes, else NumPy), results
 reach ``out=``/``grads=`` targets through :mod:`~mxdeconv.commit`, and a
 oneDNN call leaves a prepared call behind for the next one.
+
+:func:`DeconvolutionActivation` is the same operator followed by an
+activation, as one operator (Gluon's layers with ``activation=``): oneDNN
+applies the activation as an eltwise post-op of its plan, the NumPy path after
+its result, and the backward takes out_grad through the activation's
+derivative (from the output) into :func:`Deconvolution_backward`.
 """
 from __future__ import annotations
 
+import weakref
 from typing import Any, List, Optional, Sequence, Tuple, Union
 
-from . import impl_numpy, impl_onednn, registry, tape
+import numpy as np
+
+from . import activation, activation_op, impl_numpy, impl_onednn, registry, tape
 from .base import MXNetError
 from .commit import aliased, store_result
 from .ndarray import NDArray
@@ -80,10 +89,13 @@ def Deconvolution(data: Any, weight: Any, bias: Any = None, out: Optional[NDArra
 
 
 def _forward(key: Any, data: Any, weight: Any, bias: Any, out: Optional[NDArray],
-             req: Any, train: Any, params: dict) -> Optional[NDArray]:
-    """The full path of a forward call (and, on oneDNN, its prepared call)."""
+             req: Any, train: Any, params: dict,
+             act_type: Optional[str] = None) -> Optional[NDArray]:
+    """The full path of a forward call (and, on oneDNN, its prepared call);
+    ``act_type`` (with out=None and req='write' only): DeconvolutionActivation."""
     req = check_req("req", req)
     call = make_call(data, weight, bias, params, train)
+    call.act_type = act_type
     if out is not None:
         check_target("out", out, call.geom.out_shape, call.dtype)
         tape.check_assignable("out", out)
@@ -100,13 +112,98 @@ def _forward(key: Any, data: Any, weight: Any, bias: Any, out: Optional[NDArray]
     if out_aliased:
         result = store_result(impl.forward(call, None, "write"), out, req)
     elif key is not None and impl.name == registry.ONEDNN:
-        prepared = _exec.PreparedForward(call.plan, call.training, call.accumulate, req)
+        prepared = _exec.PreparedForward(call.plan, call.training, call.accumulate, req,
+                                         act_type, _record)
         _exec.keep(key, prepared)
         return prepared.run(call.data, call.weight, call.bias, out, params)
     else:
         result = impl.forward(call, out, req)
-    return tape.record_op("Deconvolution", result, (call.data, call.weight, call.bias),
-                          params)
+    return _record(result, (call.data, call.weight, call.bias), params, act_type)
+
+
+def _record(result: Any, inputs: Tuple[Any, ...], params: dict,
+            act_type: Optional[str]) -> Any:
+    """Record a forward on the tape (when recording): ``Deconvolution``, or
+    ``DeconvolutionActivation`` with the output kept for its backward."""
+    if act_type is None:
+        return tape.record_op("Deconvolution", result, inputs, params)
+    if not tape.would_record(inputs):
+        return result
+    return tape.record_op("DeconvolutionActivation", result, inputs,
+                          _ActivationAttrs(params, act_type, result))
+
+
+def DeconvolutionActivation(data: Any, weight: Any, bias: Any = None, *, act_type: str,
+                            train: Optional[bool] = None, **params: Any) -> NDArray:
+    """``Activation(Deconvolution(data, weight, bias, **params), act_type)`` as one
+    operator: what Gluon's ``Conv*DTranspose(activation=act_type)`` runs.
+
+    ``act_type`` is one of MXNet's ``"relu"``, ``"sigmoid"``, ``"softrelu"``,
+    ``"softsign"``, ``"tanh"``.  On the oneDNN path the activation is an eltwise
+    post-op of the plan (after the bias), checked at plan time like the bias
+    (see :doc:`kernel_check`); on the NumPy path it follows the result.  Its
+    gradient comes from the output, as MXNet's does.  softsign's gradient needs
+    the pre-activation and oneDNN 3.2 has no softsign, so softsign runs as the
+    two operators ``Deconvolution`` then :func:`mxdeconv.nd.Activation`.
+
+    >>> import numpy as np
+    >>> from mxdeconv.deconvolution import DeconvolutionActivation
+    >>> y = DeconvolutionActivation(np.ones((1, 1, 2)), -np.ones((1, 1, 2)), kernel=(2,),
+    ...                             stride=(2,), num_filter=1, act_type="relu")
+    >>> y.asnumpy()
+    array([[[0., 0., 0., 0.]]])
+    """
+    act_type = activation.check_act_type("act_type", act_type)
+    if act_type not in activation.GRADIENT_FROM_OUTPUT:
+        return activation_op.Activation(
+            Deconvolution(data, weight, bias, train=train, **params), act_type)
+    if _exec is not None:
+        prepared = _exec.forward(data, weight, bias, None, "write", train, params, act_type)
+        if type(prepared) is not _exec.Miss:
+            return prepared
+        key = prepared.key
+    else:
+        key = None
+    return _forward(key, data, weight, bias, None, "write", train, params, act_type)
+
+
+class _ActivationAttrs:
+    """What a recorded DeconvolutionActivation's backward needs: the parameters,
+    the act_type and the output (the derivative is a function of it).  The
+    output is held weakly (it holds the node: no cycle) with its version: every
+    path to this node's gradient runs through a live output, and one written
+    since (out=, a gradient target) would give the wrong derivative."""
+
+    __slots__ = ("params", "act_type", "_output", "_version")
+
+    def __init__(self, params: dict, act_type: str, output: NDArray) -> None:
+        self.params, self.act_type = params, act_type
+        self._output = weakref.ref(output)
+        self._version = output._version
+
+    def output_values(self) -> np.ndarray:
+        output = self._output()
+        if output is None:
+            raise MXNetError("DeconvolutionActivation: its output was freed before "
+                             "backward reached it")
+        if output._version != self._version:
+            raise MXNetError(
+                f"DeconvolutionActivation: its output (shape {output.shape}) was written "
+                "after the operator was recorded (out=, req='add' or a gradient target), so "
+                f"the {self.act_type} derivative would read the new values; write into "
+                "another array, or record again after writing")
+        return output._plain()
+
+
+@tape.register_backward("DeconvolutionActivation")
+def _recorded_activation_backward(out_grad: Any, inputs: Tuple[Any, ...],
+                                  attrs: _ActivationAttrs, reqs: Tuple[str, ...],
+                                  targets: Tuple[Any, ...]) -> Tuple[Any, ...]:
+    data, weight, bias = inputs
+    og = out_grad._plain()
+    grad = activation.gradient(og, attrs.output_values(), attrs.act_type)
+    return Deconvolution_backward(NDArray(grad), data, weight, bias, req=reqs, grads=targets,
+                                  **attrs.params)
 
 
 def Deconvolution_backward(out_grad: Any, data: Any, weight: Any, bias: Any = None,
@@ -222,12 +319,13 @@ def _recorded_backward(out_grad: Any, inputs: Tuple[Any, ...], params: Any,
 
 
 def explain(data: Any, weight: Any, bias: Any = None, train: Optional[bool] = None,
-            **params: Any) -> str:
+            act_type: Optional[str] = None, **params: Any) -> str:
     """Which implementation a Deconvolution forward call would use, and why.
 
     For oneDNN it names the kernel and layouts the planner chose, how the bias
-    is applied, and the verdict of the plan-time check against the NumPy path
-    (with any kernel it rejected).
+    (and the activation ``act_type``, as in :func:`DeconvolutionActivation`:
+    a Gluon layer's ``activation``) is applied, and the verdict of the
+    plan-time check against the NumPy path (with any kernel it rejected).
 
     >>> import numpy as np, mxdeconv
     >>> text = mxdeconv.explain(np.ones((1, 2, 3, 3)), np.ones((2, 1, 2, 2)),
@@ -235,8 +333,15 @@ def explain(data: Any, weight: Any, bias: Any = None, train: Optional[bool] = No
     >>> text.splitlines()[0]           # float64 runs on NumPy; the next lines say why
     'Deconvolution: numpy would run'
     """
+    if act_type is not None:
+        act_type = activation.check_act_type("act_type", act_type)
     call = make_call(data, weight, bias, params, train)
+    if act_type in activation.GRADIENT_FROM_OUTPUT:
+        call.act_type = act_type
     text = OPERATOR.explain(call)
+    if act_type is not None and call.act_type is None:
+        text += (f"\n  {act_type}: applied after the result by nd.Activation (NumPy): its "
+                 "gradient needs the pre-activation, and oneDNN has no eltwise for it")
     plan = call.plan
     if plan is not None:
         if plan.bias is None:
@@ -245,6 +350,14 @@ def explain(data: Any, weight: Any, bias: Any = None, train: Optional[bool] = No
             bias_note = "bias fused"
         else:
             bias_note = "bias added by a separate primitive"
+        if plan.act_type is None:
+            pass
+        elif not plan.act_fused:
+            bias_note += f"; {plan.act_type} by a separate eltwise primitive"
+        elif plan.bias is None or plan.bias_fused:
+            bias_note += f"; {plan.act_type} fused as an eltwise post-op"
+        else:
+            bias_note += f"; {plan.act_type} fused into the bias addition"
         text += (f"\n  oneDNN forward kernel {plan.impl} ({bias_note}); layouts: src "
                  f"{plan.src.name}, weights {plan.weights.name}, dst {plan.dst.name}"
                  f"\n  check: {plan.verdict.verdict()}")

@@ -48,7 +48,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import elementwise, nd, serialization
+from . import deconvolution, nd, serialization
+from .activation import ACT_TYPES
 from .autograd import GRAD_REQS
 from .base import MXNetError
 from .context import Context, context_arg, current_context
@@ -864,7 +865,7 @@ class _ConvTranspose:
                  prefix: Optional[str] = None, params: Any = None) -> None:
         ndim = self._ndim
         _choice_arg("layout", layout, (self._layout, None))
-        self._activation = _choice_arg("activation", activation, (None, "relu"))
+        self._activation = _choice_arg("activation", activation, (None,) + ACT_TYPES)
         if params is not None:
             raise MXNetError(f"sharing parameters through params= is not supported: params "
                              f"must be None, got {params!r:.80}")
@@ -1094,12 +1095,13 @@ class _ConvTranspose:
         if self.weight._data is None and self.weight._deferred is not None:
             pending = self.weight._deferred_data(self._weight_shape(self._data_channels(x)))
         weight = self.weight.data() if pending is None else pending
-        if self.bias is not None:
-            out = nd.Deconvolution(x, weight, self.bias.data(), **self._kwargs)
-        else:
-            out = nd.Deconvolution(x, weight, **self._kwargs)
-        if self._activation == "relu":
-            out = elementwise.relu(out)
+        bias = None if self.bias is None else self.bias.data()
+        if self._activation is None:
+            out = nd.Deconvolution(x, weight, bias, **self._kwargs)
+        else:  # one operator: oneDNN fuses the activation into the deconvolution
+            out = deconvolution.DeconvolutionActivation(x, weight, bias,
+                                                        act_type=self._activation,
+                                                        **self._kwargs)
         if pending is not None:
             self.weight._install(pending)
         return out

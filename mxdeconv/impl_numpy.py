@@ -8,7 +8,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from . import fallback
+from . import activation, fallback
 from .buffers import PHYSICAL_MEMORY
 from .commit import FLOAT16, check_float16_overflow, final_values, plain, store
 from .ndarray import NDArray
@@ -19,6 +19,8 @@ def forward(call: Call, out: Optional[NDArray], req: str) -> NDArray:
     data, weight, bias = plain(call.data), plain(call.weight), plain(call.bias)
     with np.errstate(over="ignore", invalid="ignore"):  # NaN/inf propagate silently
         result = fallback.forward(call.geom, data, weight, bias)
+    if call.act_type is not None:
+        result = activation.forward(result, call.act_type, result)
     value = final_values(result, out, req)
     if result.dtype == FLOAT16:
         check_float16_overflow(("output",), (value,), (data, weight, bias))

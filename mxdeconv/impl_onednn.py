@@ -29,7 +29,8 @@ def supports(call: Call) -> Optional[str]:
         return "an empty batch has nothing for oneDNN to compute"
     dtype = ONEDNN_NAMES[call.dtype]
     if call.purpose == FORWARD:
-        plan = plans.forward_plan(call.geom, dtype, call.training, call.accumulate)
+        plan = plans.forward_plan(call.geom, dtype, call.training, call.accumulate,
+                                  call.act_type)
     else:
         plan = plans.backward_plans(call.geom, dtype)
     if isinstance(plan, plans.Unavailable):

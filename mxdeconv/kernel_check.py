@@ -14,6 +14,9 @@ on the real geometry, and compares it with the NumPy path's result:
   batch position, channel and pixel is still compared.
 * The bias is non-zero everywhere (a bias added twice is off by at least 1),
   and a req=add plan adds onto a known prefill.
+* A plan ending in an activation is checked so that saturation cannot hide a
+  wrong pre-activation (tanh(59) == tanh(65) in float32): see
+  :func:`forward_check` and ``docs/kernel_check.rst``.
 
 A check is made once per planner key (:func:`forward_check` and kin build it)
 and then called on each candidate plan: inputs and the reference are computed
@@ -27,7 +30,7 @@ from typing import Any, Callable, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import fallback
+from . import activation, fallback
 from .base import MXNetError
 from .dtypes import BFLOAT16
 from .params import DeconvGeometry, infer_geometry
@@ -40,6 +43,27 @@ _WEIGHT_GRAD_FACTORS = (1, 2)
 _EXACT_LIMIT = 2 ** 24
 
 Check = Callable[[Any], Optional[str]]
+
+#: oneDNN's own acceptance bound on its float32 eltwise results, relative to
+#: max(|expected|, 1): benchdnn's threshold (tests/benchdnn/eltwise/eltwise.cpp,
+#: oneDNN v3.2) is 4e-6, and 4e-5 for the algorithms with longer
+#: approximations (tanh and soft_relu among them); relu is exact.
+ELTWISE_TOLERANCE = {"relu": 0.0, "sigmoid": 4e-6, "tanh": 4e-5, "softrelu": 4e-5}
+#: The conditioned check of a fused saturating activation scales its exact
+#: inputs by powers of two so that every pre-activation lies in [-RADIUS, RADIUS].
+RADIUS = 1.0
+#: ... and requires the smallest possible kernel error (one unit of the
+#: scaled integers) to move the result by MARGIN tolerances at least (2 would
+#: do for a kernel as far off as the bound allows).
+MARGIN = 4.0
+#: Per-image factors of the conditioned check: 1 and -1 keep the peak low.
+_ACT_BATCH_FACTORS = (1, -1)
+
+
+class Unverifiable(str):
+    """A check's reason for refusing a plan that is not a verdict on the
+    kernel: the check cannot see a wrong result on this geometry (the planner
+    takes the next candidate without a KernelDefectWarning)."""
 
 
 def _integers(rng: np.random.Generator, shape: Sequence[int],
@@ -66,7 +90,8 @@ def _reference_dtype(bound: float) -> np.dtype:
 
 
 def _compare(what: str, got: Optional[np.ndarray], expected: Any, bound: float,
-             dtype: np.dtype) -> Optional[str]:
+             dtype: np.dtype,
+             tolerance: Optional[Callable[[np.ndarray], Any]] = None) -> Optional[str]:
     """None if ``got`` equals the expected values within what exact integer
     inputs allow.  ``expected`` is an array, or a function of an image index
     giving that image's expected values (compared one image at a time, so the
@@ -74,8 +99,10 @@ def _compare(what: str, got: Optional[np.ndarray], expected: Any, bound: float,
 
     ``bound`` bounds the magnitude of every partial sum: below 2**24 float32
     sums are exact (tolerance 0.5, far below the error of any wrong term);
-    above, rounding of the partial sums is allowed for.  A bfloat16 result is
-    rounded to 8 significant bits on top.
+    above, rounding of the partial sums is allowed for.  ``tolerance``, a
+    function of the expected values, replaces that for results that are not
+    integers (activations).  A bfloat16 result is rounded to 8 significant
+    bits on top.
     """
     if got is None:
         return f"{what}: no result"
@@ -86,11 +113,14 @@ def _compare(what: str, got: Optional[np.ndarray], expected: Any, bound: float,
         have = got if image is None else got[image]
         if have.shape != want.shape:
             return f"{what}: shape {have.shape}, expected {want.shape}"
-        tolerance = 0.5 + (bound * 2.0 ** -20 if bound >= _EXACT_LIMIT else 0.0)
+        if tolerance is None:
+            allowed = 0.5 + (bound * 2.0 ** -20 if bound >= _EXACT_LIMIT else 0.0)
+        else:
+            allowed = tolerance(want)
         if BFLOAT16 is not None and dtype == BFLOAT16:
-            tolerance = tolerance + np.abs(want) * 2.0 ** -7
+            allowed = allowed + np.abs(want) * 2.0 ** -7
         error = np.abs(have.astype(want.dtype) - want)
-        wrong = ~(error <= tolerance)  # NaN counts as wrong
+        wrong = ~(error <= allowed)  # NaN counts as wrong
         count = int(wrong.sum())
         if not count:
             continue
@@ -137,41 +167,171 @@ def _lazy(prepare: Callable[[], Check]) -> Check:
     return check
 
 
-def forward_check(geom: DeconvGeometry, dtype: Any, accumulate: bool) -> Check:
-    """Forward: data_n = factor_n * x, so out_n = factor_n * ref(x) + bias (+ prefill)."""
-    def prepare() -> Check:
+class _ForwardCase:
+    """The forward check's exact inputs and reference: data_n = factor_n * x,
+    so out_n = factor_n * ref(x) + bias (+ prefill)."""
+
+    def __init__(self, geom: DeconvGeometry, dtype: Any, accumulate: bool) -> None:
         rng = np.random.default_rng(_SEED)
         param = geom.param
-        bound = 8.0 * geom.in_channels // param.num_group * math.prod(param.kernel) + 4.0
-        ref_dtype = _reference_dtype(bound)
+        self.dtype = dtype
+        self.bound = 8.0 * geom.in_channels // param.num_group * math.prod(param.kernel) + 4.0
+        self.ref_dtype = _reference_dtype(self.bound)
         one = _one_image(geom)
-        image = _integers(rng, one.data_shape)
-        weight = _integers(rng, geom.weight_shape)
-        factors = _per_image(_BATCH_FACTORS, geom.data_shape[0], len(geom.data_shape))
-        reference = fallback.forward(one, image.astype(ref_dtype), weight.astype(ref_dtype),
-                                     None)[0]
-        bias = None if geom.bias_shape is None else _integers(rng, geom.bias_shape,
-                                                              nonzero=True)
-        prefill = _integers(rng, geom.out_shape) if accumulate else None
-        scale = np.asarray(_BATCH_FACTORS, dtype=ref_dtype)
+        self.image = _integers(rng, one.data_shape)
+        self.weight = _integers(rng, geom.weight_shape)
+        self.batch, self.ndim = geom.data_shape[0], len(geom.data_shape)
+        factors = _per_image(_BATCH_FACTORS, self.batch, self.ndim)
+        self.reference = fallback.forward(one, self.image.astype(self.ref_dtype),
+                                          self.weight.astype(self.ref_dtype), None)[0]
+        self.bias = None if geom.bias_shape is None else _integers(rng, geom.bias_shape,
+                                                                   nonzero=True)
+        self.prefill = _integers(rng, geom.out_shape) if accumulate else None
+        self.inputs = ((factors * self.image).astype(dtype), self.weight.astype(dtype),
+                       None if self.bias is None else self.bias.astype(dtype),
+                       None if self.prefill is None else self.prefill.astype(dtype))
 
-        def expected(n: int) -> np.ndarray:
-            want = scale[n % len(scale)] * reference
-            if bias is not None:
-                want += bias.reshape((-1,) + (1,) * (want.ndim - 1))
-            if prefill is not None:
-                want += prefill[n]
-            return want
+    def channel_bias(self) -> Any:
+        """The bias broadcast over one image (0 without one)."""
+        if self.bias is None:
+            return 0
+        return self.bias.reshape((-1,) + (1,) * (self.reference.ndim - 1)).astype(
+            self.ref_dtype)
 
-        inputs = ((factors * image).astype(dtype), weight.astype(dtype),
-                  None if bias is None else bias.astype(dtype),
-                  None if prefill is None else prefill.astype(dtype))
+    def expected(self, n: int, factors: Sequence[int] = _BATCH_FACTORS) -> np.ndarray:
+        want = factors[n % len(factors)] * self.reference + self.channel_bias()
+        if self.prefill is not None:
+            want += self.prefill[n]
+        return want
 
-        def check(plan: Any) -> Optional[str]:
-            got, failure = _run("forward", lambda: plan.run_plain(*inputs))
-            return failure or _compare("forward", got, expected, bound, dtype)
-        return check
+    def check_exact(self, what: str, run: Callable[..., Any]) -> Optional[str]:
+        got, failure = _run(what, lambda: run(*self.inputs))
+        return failure or _compare(what, got, self.expected, self.bound, self.dtype)
+
+
+def forward_check(geom: DeconvGeometry, dtype: Any, accumulate: bool,
+                  act_type: Optional[str] = None) -> Check:
+    """Forward: data_n = factor_n * x, so out_n = factor_n * ref(x) + bias (+ prefill).
+
+    With ``act_type`` (a plan ending in an activation; never with
+    ``accumulate``) the check depends on how the plan applies it:
+
+    * by a separate eltwise primitive: the result before it must agree exactly,
+      and the activation of that result within oneDNN's eltwise bound;
+    * fused relu: exactly, twice, on the inputs and on the inputs negated,
+      so that every pre-activation is seen on the positive side in one run;
+    * fused sigmoid, tanh or softrelu: on *conditioned* inputs, the same small
+      integers scaled by powers of two (every product and sum stays exact) so
+      that every pre-activation lies in [-RADIUS, RADIUS], where the
+      activation's slope is at least ``f'(RADIUS)``; the result must agree
+      with the float64 activation of the exact pre-activation within
+      oneDNN's eltwise bound (:data:`ELTWISE_TOLERANCE`), and the check only
+      runs where one unit of error moves the result by MARGIN bounds or more
+      (elsewhere it returns :class:`Unverifiable`).
+    """
+    if act_type is not None:
+        if accumulate:
+            raise MXNetError(f"forward_check: an activation (act_type={act_type!r}) "
+                             "cannot follow req=add (accumulate=True)")
+        return _lazy(lambda: _activation_check(_ForwardCase(geom, dtype, False), act_type))
+
+    def prepare() -> Check:
+        case = _ForwardCase(geom, dtype, accumulate)
+        return lambda plan: case.check_exact("forward", plan.run_plain)
     return _lazy(prepare)
+
+
+def can_check_fused(act_type: str, dtype: Any) -> bool:
+    """Whether a fused ``act_type`` can be checked in ``dtype`` at all: relu is
+    exact in any dtype; a saturating activation's result in bfloat16 is
+    rounded to 8 bits, far coarser than the slope-times-unit the conditioned
+    check must see, so those are run by a separate primitive instead."""
+    return act_type == "relu" or str(dtype) == "float32"
+
+
+def _slope_floor(act_type: str, radius: float) -> float:
+    """The smallest slope of ``act_type`` on [-radius, radius]: each activation
+    here is monotone with a bell-shaped or increasing slope, so at an end."""
+    ends = activation.forward(np.array([-radius, radius]), act_type)
+    return float(activation.derivative(ends, act_type).min())
+
+
+def _activation_tolerance(act_type: str) -> Callable[[np.ndarray], np.ndarray]:
+    relative = ELTWISE_TOLERANCE[act_type]
+    return lambda want: relative * np.maximum(np.abs(want), 1.0)
+
+
+def _activation_check(case: _ForwardCase, act_type: str) -> Check:
+    dtype = case.dtype
+    tolerance = _activation_tolerance(act_type)
+    what = f"forward with {act_type}"
+
+    def activated(n: int, factors: Sequence[int] = _BATCH_FACTORS, sign: int = 1,
+                  unit: float = 1.0) -> np.ndarray:
+        return activation.forward(sign * unit * case.expected(n, factors).astype(np.float64),
+                                  act_type)
+
+    def check_separate(plan: Any) -> Optional[str]:
+        reason = case.check_exact(f"forward before {act_type}",
+                                  lambda *a: plan.run_plain(*a, activate=False))
+        if reason is not None:
+            return reason
+        got, failure = _run(what, lambda: plan.run_plain(*case.inputs))
+        return failure or _compare(what, got, activated, case.bound, dtype, tolerance)
+
+    def check_relu(plan: Any) -> Optional[str]:
+        data, weight, bias, _ = case.inputs
+        for sign, inputs in ((1, (data, weight, bias)),
+                             (-1, (-data, weight, None if bias is None else -bias))):
+            got, failure = _run(what, lambda: plan.run_plain(*inputs))
+            reason = failure or _compare(
+                what + ("" if sign > 0 else " (inputs negated)"), got,
+                lambda n: activated(n, sign=sign), case.bound, dtype)
+            if reason is not None:
+                return reason
+        return None
+
+    # The conditioned inputs of a fused saturating activation.
+    factors = _ACT_BATCH_FACTORS
+    peak = max(float(np.abs(f * case.reference + case.channel_bias()).max(initial=0.0))
+               for f in factors)
+    shift = max(0, math.ceil(math.log2(peak / RADIUS))) if peak > 0 else 0
+    unit = 2.0 ** -shift               # one unit of the exact integers, scaled
+    data_shift = shift // 2            # the scale split between data and weight
+    floor = _slope_floor(act_type, RADIUS + unit)
+    ceiling = float(np.abs(activation.forward(np.array([-RADIUS - unit, RADIUS + unit]),
+                                              act_type)).max())
+    allowed = ELTWISE_TOLERANCE[act_type] * max(ceiling, 1.0)
+    visible = floor * unit >= MARGIN * allowed
+    if case.bias is None:
+        scaled_bias = None
+    else:
+        scaled_bias = (case.bias * unit).astype(dtype)
+    scaled = ((_per_image(factors, case.batch, case.ndim) * case.image
+               * 2.0 ** -data_shift).astype(dtype),
+              (case.weight * 2.0 ** (data_shift - shift)).astype(dtype), scaled_bias)
+
+    def check_conditioned(plan: Any) -> Optional[str]:
+        if not visible:
+            return Unverifiable(
+                f"{what}: a fused {act_type} cannot be checked on this layer (its exact "
+                f"pre-activations reach {peak:g}: scaled into [-{RADIUS:g}, {RADIUS:g}], "
+                f"one unit of error moves the result by {floor * unit:.2g}, under "
+                f"{MARGIN:g} times oneDNN's eltwise bound {allowed:.2g})")
+        got, failure = _run(what, lambda: plan.run_plain(*scaled))
+        return failure or _compare(what + " (conditioned inputs)", got,
+                                   lambda n: activated(n, factors, unit=unit), case.bound,
+                                   dtype, tolerance)
+
+    def check(plan: Any) -> Optional[str]:
+        if plan.act_type != act_type:
+            return f"{what}: the plan applies {plan.act_type!r}"
+        if not plan.act_fused:
+            return check_separate(plan)
+        if act_type == "relu":
+            return check_relu(plan)
+        return check_conditioned(plan)
+    return check
 
 
 def backward_data_check(geom: DeconvGeometry, dtype: Any) -> Check:

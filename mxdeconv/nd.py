@@ -10,12 +10,13 @@
 """
 from __future__ import annotations
 
+from .activation_op import Activation
 from .deconvolution import Deconvolution, Deconvolution_backward
 from .elementwise import add, multiply, relu
 from .ndarray import (NDArray, array, empty, from_dlpack, ones, to_dlpack_for_read,
                       to_dlpack_for_write, zeros)
 from .serialization import load, load_frombuffer, save
 
-__all__ = ["Deconvolution", "Deconvolution_backward", "NDArray", "add", "array", "empty",
-           "from_dlpack", "load", "load_frombuffer", "multiply", "ones", "relu", "save",
-           "to_dlpack_for_read", "to_dlpack_for_write", "zeros"]
+__all__ = ["Activation", "Deconvolution", "Deconvolution_backward", "NDArray", "add", "array",
+           "empty", "from_dlpack", "load", "load_frombuffer", "multiply", "ones", "relu",
+           "save", "to_dlpack_for_read", "to_dlpack_for_write", "zeros"]

@@ -137,7 +137,10 @@ _warned: set = set()
 
 
 def _warn(candidate: Any, geom: DeconvGeometry, reason: str) -> None:
-    key = (candidate.impl, candidate.family, candidate.bias_fused, geom)
+    if isinstance(reason, kernel_check.Unverifiable):
+        return  # not a verdict on the kernel: the check cannot see its errors here
+    key = (candidate.impl, candidate.family, candidate.bias_fused,
+           getattr(candidate, "act_type", None), getattr(candidate, "act_fused", False), geom)
     if key in _warned:
         return
     _warned.add(key)
@@ -405,14 +408,26 @@ def _plan(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterable[An
     return plan
 
 
-def forward_plan(geom: DeconvGeometry, dtype: str, training: bool,
-                 accumulate: bool) -> Union[Any, Unavailable]:
-    """The forward plan (``accumulate``: req=add as a sum post-op)."""
-    key = ("forward", geom, dtype, training, accumulate, _ops.get_num_threads(), _tuning)
+def forward_plan(geom: DeconvGeometry, dtype: str, training: bool, accumulate: bool,
+                 act_type: Optional[str] = None) -> Union[Any, Unavailable]:
+    """The forward plan (``accumulate``: req=add as a sum post-op; ``act_type``:
+    an activation after the bias, one of ``_ops.ELTWISE_ACTIVATIONS``, fused as
+    an eltwise post-op where the check can verify it, else by a separate
+    eltwise primitive).  An activation is part of the key, in memory and on
+    disk (where None adds nothing, so the keys of plans without one stay)."""
+    key = ("forward", geom, dtype, training, accumulate, act_type, _ops.get_num_threads(),
+           _tuning)
+    fuse = act_type is not None and kernel_check.can_check_fused(act_type, dtype)
     costs = _Costs()
-    return _plan(key, geom,
-                 lambda: _ops.forward_candidates(geom, dtype, training, accumulate),
-                 lambda: kernel_check.forward_check(geom, dtype, accumulate), costs,
+    if act_type is None:  # the arguments of earlier versions, for wrappers of these
+        candidates = lambda: _ops.forward_candidates(geom, dtype, training, accumulate)  # noqa: E731
+        make_check = lambda: kernel_check.forward_check(geom, dtype, accumulate)  # noqa: E731
+    else:
+        candidates = lambda: _ops.forward_candidates(  # noqa: E731
+            geom, dtype, training, accumulate, act_type, fuse)
+        make_check = lambda: kernel_check.forward_check(  # noqa: E731
+            geom, dtype, accumulate, act_type)
+    return _plan(key, geom, candidates, make_check, costs,
                  lambda plan: _forward_cost(costs, plan, training, accumulate))
 
 

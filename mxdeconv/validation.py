@@ -25,7 +25,9 @@ class Call:
     """A validated Deconvolution call: which pass, on what, in which mode.
 
     ``accumulate`` (forward only): the result is added onto ``out=`` by the
-    primitive itself.  ``plan`` is filled in by the oneDNN support check.
+    primitive itself.  ``act_type`` (forward only): an activation follows, as
+    part of the call (DeconvolutionActivation).  ``plan`` is filled in by the
+    oneDNN support check.
     """
 
     geom: DeconvGeometry
@@ -35,6 +37,7 @@ class Call:
     training: bool
     purpose: str = FORWARD
     accumulate: bool = False
+    act_type: Optional[str] = None
     plan: Any = None
 
     @property

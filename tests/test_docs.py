@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 MODULES = ["mxdeconv", "mxdeconv.nd", "mxdeconv.ndarray", "mxdeconv.autograd",
            "mxdeconv.elementwise", "mxdeconv.gluon", "mxdeconv.registry",
-           "mxdeconv.params", "mxdeconv.deconvolution", "mxdeconv.serialization"]
+           "mxdeconv.params", "mxdeconv.deconvolution", "mxdeconv.serialization",
+           "mxdeconv.activation", "mxdeconv.activation_op"]
 
 
 def _public_objects():

@@ -166,10 +166,12 @@ CONSTRUCTOR_ERRORS = {
                      r"layout must be one of \('NCHW', None\), got 'NHWC'"),
     "layout_type": (dict(layout=4), TypeError,
                     r"layout must be one of \('NCHW', None\), got 4 of type int"),
-    "activation_unsupported": (dict(activation="tanh"), MXNetError,
-                               r"activation must be one of \(None, 'relu'\), got 'tanh'"),
+    "activation_unsupported": (dict(activation="leaky"), MXNetError,
+                               r"activation must be one of \(None, 'relu', 'sigmoid', "
+                               r"'softrelu', 'softsign', 'tanh'\), got 'leaky'"),
     "activation_type": (dict(activation=["relu"]), TypeError,
-                        r"activation must be one of \(None, 'relu'\), got \['relu'\] of type list"),
+                        r"activation must be one of \(None, 'relu', 'sigmoid', 'softrelu', "
+                        r"'softsign', 'tanh'\), got \['relu'\] of type list"),
     "use_bias_string": (dict(use_bias="False"), TypeError,
                         r"use_bias must be a bool \(True, False, 0 or 1\), "
                         r"got 'False' of type str \(MXNet would read any non-empty string "
@@ -730,7 +732,7 @@ def layer_arguments(draw):
         groups=draw(st.sampled_from([groups, np.int64(groups)])),
         in_channels=groups * draw(st.integers(0, 3)),
         layout=draw(st.sampled_from([None, CLASSES[ndim]._layout])),
-        activation=draw(st.sampled_from([None, "relu"])),
+        activation=draw(st.sampled_from([None, "relu", "tanh", "softsign"])),
         use_bias=draw(st.sampled_from([True, False, 0, 1, np.bool_(False)])),
         weight_initializer=draw(st.sampled_from([None, "xavier", "Normal", gluon.One()])),
         bias_initializer=draw(st.sampled_from(["zeros", None, gluon.Constant(2.0)])),

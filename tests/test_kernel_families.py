@@ -5,9 +5,9 @@ oneDNN picks its kernels by shape *and* instruction set: the same layer runs
 have different defects.  ``ONEDNN_MAX_CPU_ISA`` caps the instruction set, but
 oneDNN reads it once, before its first primitive, so each family runs in a
 fresh process: the realistic-layer suite, the hypothesis equivalence tests,
-layouts, MXNet fixtures and bfloat16 (on oneDNN from avx512_core on; it must
-fall back to NumPy under AVX2, which has no bf16 kernels).  The default family (avx512_core_bf16 here) is
-the main test run itself.
+layouts, MXNet fixtures, bfloat16 (on oneDNN from avx512_core on; it must fall
+back to NumPy under AVX2, which has no bf16 kernels) and the fused activations.
+The default family (avx512_core_bf16 here) is the main test run itself.
 """
 import os
 import subprocess
@@ -20,7 +20,7 @@ import mxdeconv
 
 TESTS = Path(__file__).parent
 ONEDNN_TESTS = ["test_model_layers.py", "test_api.py", "test_numerics.py", "test_layouts.py",
-                "test_mxnet_fixtures.py", "test_bfloat16.py"]
+                "test_mxnet_fixtures.py", "test_bfloat16.py", "test_activation.py"]
 # oneDNN's ISA ladder (dnnl_cpu_isa_t), lowest first.
 ISA_ORDER = ["sse41", "avx", "avx2", "avx2_vnni", "avx2_vnni_2", "avx512_core",
              "avx512_core_vnni", "avx512_core_bf16", "avx512_core_fp16", "avx512_core_amx",
