@@ -10,11 +10,18 @@
 """
 from __future__ import annotations
 
+from . import indexing, numpy_protocols  # noqa: F401  (NDArray's indexing and NumPy protocols)
+from . import random
 from .deconvolution import Deconvolution, Deconvolution_backward
 from .elementwise import add, multiply, relu
 from .ndarray import (NDArray, array, empty, from_dlpack, ones, to_dlpack_for_read,
                       to_dlpack_for_write, zeros)
+# NDArray basics (mxdeconv.ndfunctions; nd.random is mxdeconv.random).
+from .ndfunctions import arange, concat, full, ones_like, stack, waitall, zeros_like
 
 __all__ = ["Deconvolution", "Deconvolution_backward", "NDArray", "add", "array", "empty",
            "from_dlpack", "multiply", "ones", "relu", "to_dlpack_for_read",
-           "to_dlpack_for_write", "zeros"]
+           "to_dlpack_for_write", "zeros",
+           # NDArray basics
+           "arange", "concat", "full", "ones_like", "random", "stack", "waitall",
+           "zeros_like"]
