@@ -208,7 +208,9 @@ def array_ufunc(ufunc: np.ufunc, method: str, inputs: Tuple[Any, ...],
                 kwargs: Dict[str, Any]) -> Any:
     """``NDArray.__array_ufunc__``: ``ufunc(*inputs)`` as MXNet computes it."""
     if method != "__call__" or ufunc.nout != 1 or ufunc.signature is not None:
-        return _numpy_fallback(getattr(ufunc, method), inputs, kwargs)
+        return _numpy_fallback(getattr(ufunc, method), inputs, kwargs,
+                               f"np.{ufunc.__name__}.{method}" if method != "__call__"
+                               else f"np.{ufunc.__name__}")
     op = _OP_NAMES.get(ufunc, ufunc.__name__)
     out = kwargs.pop("out", None)
     if kwargs:
@@ -253,9 +255,22 @@ def _in_place(op: str, ufunc: np.ufunc, out: Tuple[Any, ...], inputs: Tuple[Any,
     return target
 
 
-def _numpy_fallback(func: Callable[..., Any], args: Any, kwargs: Dict[str, Any]) -> Any:
+def _numpy_fallback(func: Callable[..., Any], args: Any, kwargs: Dict[str, Any],
+                    name: Optional[str] = None) -> Any:
     """A NumPy function with no MXNet counterpart here: NumPy runs it on views of
-    the buffers (np.asarray: the arrays become exposed) and returns NumPy results."""
+    the buffers (np.asarray: the arrays become exposed) and returns NumPy results,
+    which autograd cannot follow: refused on arrays that need a gradient while
+    recording."""
+    def arrays(value: Any) -> Any:
+        if isinstance(value, NDArray):
+            yield value
+        elif isinstance(value, (list, tuple)):
+            for entry in value:
+                yield from arrays(entry)
+
+    name = name or f"np.{getattr(func, '__name__', func)}"
+    check_gradient(name, f"numpy {name}", list(arrays((tuple(args), tuple(kwargs.values())))))
+
     def plain(value: Any) -> Any:
         if isinstance(value, NDArray):
             return np.asarray(value)
