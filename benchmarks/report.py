@@ -108,42 +108,127 @@ def write_json(path: Path, document: Mapping[str, Any]) -> None:
     path.write_text(json.dumps(document, indent=1, sort_keys=False, default=str) + "\n")
 
 
-def plot_ratios(path: Path, records: Sequence[Mapping[str, Any]],
-                modes: Sequence[str] = ("fwd_train", "fwd_infer", "fwd_bwd")) -> str:
-    """Grouped bars of the ratios per case, one panel per mode; returns a status line."""
+#: The plot's panels: one per mode, in reading order.
+PLOT_MODES: Tuple[str, ...] = ("fwd_infer", "fwd_train", "bwd", "fwd_bwd")
+#: Each peer's colour in the plot.
+PEER_COLOURS = {MXNET: "#d9730d", TORCH: "#2f6fb3"}
+#: Each batch size's marker (filled: the large batch).
+BATCH_MARKERS = {1: ("o", "none"), 32: ("s", "full")}
+
+
+def plot_speedups(path: Path, records: Sequence[Mapping[str, Any]],
+                  title: str = "") -> str:
+    """The speed-up of mxdeconv over each peer (peer time / mxdeconv time, > 1:
+    mxdeconv faster), one panel per mode with the layers down the side, batch 1
+    hollow and batch 32 filled, plus a panel of mxdeconv's share of the
+    machine's fp32 peak (useful products only).  Returns a status line."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        import matplotlib.ticker
+        from matplotlib.lines import Line2D
     except ImportError:
-        return "plot skipped: matplotlib is not installed (pip install matplotlib)"
-    names = [ratio_name(n, d) for n, d in RATIOS if NUMPY not in (n, d)]
-    series = [name for name in names
-              if any(r["ratios"][m].get(name) for r in records for m in modes)]
-    if not series:
-        return "plot skipped: no ratio could be computed (contenders missing)"
-    labels = [f"{r['case']['layer']}\nb{r['case']['batch']}" for r in records]
-    figure, axes = plt.subplots(len(modes), 1, figsize=(max(8, 0.9 * len(records) + 3),
-                                                        3.2 * len(modes)), squeeze=False)
-    width = 0.8 / len(series)
-    for axis, mode in zip(axes[:, 0], modes):
-        for index, name in enumerate(series):
-            values = [r["ratios"][mode].get(name) or math.nan for r in records]
-            axis.bar([x + (index - (len(series) - 1) / 2) * width for x in range(len(records))],
-                     values, width, label=name)
-        axis.axhline(1.0, color="black", linewidth=0.8)
-        axis.set_yscale("log")
-        axis.set_title(f"{MODE_LABELS[mode]}: time ratio (> 1: the denominator is faster)")
-        axis.set_xticks(range(len(records)))
-        axis.set_xticklabels(labels, fontsize=7)
-        axis.grid(axis="y", which="both", alpha=0.3)
-    axes[0, 0].legend(fontsize=8, ncol=len(series))
-    figure.tight_layout()
+        return "plot skipped: matplotlib is not installed (pip install -e \".[bench]\")"
+    layers: list = []
+    for record in records:
+        if record["case"]["layer"] not in layers:
+            layers.append(record["case"]["layer"])
+    peers = [p for p in (MXNET, TORCH)
+             if any(r["ratios"][m].get(ratio_name(p, SUBJECT)) for r in records
+                    for m in PLOT_MODES)]
+    if not peers or not layers:
+        return "plot skipped: no speed-up could be computed (a peer or mxdeconv missing)"
+    batches = sorted({r["case"]["batch"] for r in records})
+    row = {name: index for index, name in enumerate(layers)}
+    # Each (peer, batch) on its own sub-row of the layer, so no marker hides another.
+    slots = [(peer, batch) for peer in peers for batch in batches]
+    offset = {slot: (i - (len(slots) - 1) / 2) * 0.8 / len(slots)
+              for i, slot in enumerate(slots)}
+    figure, axes = plt.subplots(3, 2, figsize=(9.0, 2.0 + 0.95 * len(layers)),
+                                sharey=True, squeeze=False)
+    panels = list(axes.flat)
+    speedups = [r["ratios"][m].get(ratio_name(p, SUBJECT)) for r in records
+                for m in PLOT_MODES for p in peers]
+    speedups = [v for v in speedups if v]
+    low, high = min(speedups + [0.5]), max(speedups + [2.0])
+    for axis, mode in zip(panels, PLOT_MODES):
+        axis.axvspan(low / 1.3, 1.0, color="#f2f2f2", zorder=0)
+        axis.axvline(1.0, color="black", linewidth=1.0, zorder=1)
+        for record in records:
+            case = record["case"]
+            for peer in peers:
+                value = record["ratios"][mode].get(ratio_name(peer, SUBJECT))
+                if not value:
+                    continue
+                marker, fill = BATCH_MARKERS.get(case["batch"], ("D", "full"))
+                axis.plot([value], [row[case["layer"]] + offset[(peer, case["batch"])]],
+                          marker=marker, fillstyle=fill, linestyle="none", markersize=5.5,
+                          color=PEER_COLOURS[peer], zorder=3)
+        axis.set_xscale("log")
+        axis.set_xlim(low / 1.3, high * 1.3)
+        axis.set_title(f"{MODE_LABELS[mode]}: speed-up over each peer", fontsize=10)
+        axis.xaxis.set_major_locator(matplotlib.ticker.FixedLocator(
+            [t for t in (0.25, 0.5, 1, 2, 5, 10, 20, 50, 100) if low / 1.3 <= t <= high * 1.3]))
+        axis.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(
+            lambda v, _: f"{v:g}x"))
+        axis.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        axis.grid(axis="x", which="major", alpha=0.4)
+        axis.text(0.99, 0.01, "mxdeconv faster \u2192", transform=axis.transAxes,
+                  ha="right", va="bottom", fontsize=7, color="#555555")
+        axis.text(0.01, 0.01, "\u2190 peer faster", transform=axis.transAxes,
+                  ha="left", va="bottom", fontsize=7, color="#555555")
+    peak_axis = panels[len(PLOT_MODES)]
+    peak_modes = ("fwd_infer", "fwd_bwd")
+    mode_colours = dict(zip(peak_modes, ("#4c9f38", "#34495e")))
+    mode_offset = {(m, b): (i - 1.5) * 0.2 for i, (m, b) in
+                   enumerate((m, b) for m in peak_modes for b in (1, 32))}
+    for record in records:
+        case = record["case"]
+        for mode in peak_modes:
+            pct = record["pct_peak"].get(SUBJECT, {}).get(mode)
+            if pct is None:
+                continue
+            marker, fill = BATCH_MARKERS.get(case["batch"], ("D", "full"))
+            peak_axis.plot([pct * case["useful_fraction"]],
+                           [row[case["layer"]] + mode_offset.get((mode, case["batch"]), 0.0)],
+                           marker=marker,
+                           fillstyle=fill, linestyle="none", markersize=5,
+                           color=mode_colours[mode], zorder=3)
+    peak_axis.set_xlim(0, 100)
+    peak_axis.set_title("mxdeconv: % of fp32 peak", fontsize=10)
+    peak_axis.grid(axis="x", alpha=0.3)
+    peak_axis.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(
+        lambda v, _: f"{v:.0f}%"))
+    for axis in panels[:len(PLOT_MODES) + 1]:
+        axis.set_yticks(range(len(layers)))
+        axis.set_yticklabels(layers, fontsize=8)
+        axis.set_ylim(len(layers) - 0.5, -0.5)
+        axis.tick_params(axis="x", labelsize=8)
+    legend_axis = panels[-1]
+    legend_axis.axis("off")
+    handles = [Line2D([], [], linestyle="none", marker="s", color=PEER_COLOURS[p],
+                      label=f"over {p}") for p in peers]
+    handles += [Line2D([], [], linestyle="none", color="black", marker=m, fillstyle=f,
+                       label=f"batch {b} ({'hollow' if f == 'none' else 'filled'})")
+                for b, (m, f) in BATCH_MARKERS.items() if b in batches]
+    legend_axis.legend(handles=handles, loc="upper left", fontsize=9, frameon=False,
+                       title="speed-up = peer time / mxdeconv time\n"
+                             "(> 1: mxdeconv faster; log scale)", title_fontsize=9,
+                       alignment="left")
+    mode_handles = [Line2D([], [], linestyle="none", marker="o", color=mode_colours[m],
+                           label=MODE_LABELS[m]) for m in peak_modes]
+    legend_axis.add_artist(legend_axis.get_legend())
+    legend_axis.legend(handles=mode_handles, loc="lower left", fontsize=9, frameon=False,
+                       title="% of the measured fp32 peak\n(products not cropped by "
+                             "pad only)", title_fontsize=9, alignment="left")
+    if title:
+        figure.suptitle(title, fontsize=9)
+    figure.tight_layout(rect=(0, 0, 1, 0.985) if title else None)
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
+    figure.savefig(path, dpi=100)
     plt.close(figure)
     return f"plot written to {path}"
-
 
 
 #: The targets of the planner (issue "fastest correct plan"), as computed below.

@@ -7,14 +7,16 @@
     python benchmarks/run.py --layers dcgan_g2,audio1d --threads 1
     python benchmarks/run.py --peers-only    # MXNet and PyTorch only
     python benchmarks/run.py --list          # the layer set
+    python benchmarks/run.py --docs          # every layer, then refresh docs/performance.rst's
+                                             # table and plot (benchmarks/docs.py)
 
 All contenders get the same inputs and thread count in one run; their calls
 are interleaved round-robin (see timing.py).  MXNet runs in its own venv
 (scripts/setup_mxnet_venv.sh; ``MXNET_VENV`` or ``--mxnet-python`` point
 elsewhere).  Results: a table per layer on stdout,
 ``benchmarks/results/latest.json`` (every figure) and
-``benchmarks/results/ratios.png`` (``--smoke`` writes ``smoke.json`` and
-``smoke_ratios.png`` instead, leaving real results alone).
+``benchmarks/results/speedup.png`` (``--smoke`` writes ``smoke.json`` and
+``smoke_speedup.png`` instead, leaving real results alone).
 """
 from __future__ import annotations
 
@@ -83,10 +85,16 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0, help="input data seed")
     parser.add_argument("--output-dir", type=Path, default=HERE / "results")
     parser.add_argument("--no-plot", action="store_true")
+    parser.add_argument("--docs", action="store_true",
+                        help="then write docs/performance_table.txt, "
+                             "docs/_static/benchmark_full.txt and docs/_static/speedup.png "
+                             "from the JSON (benchmarks/docs.py)")
     parser.add_argument("--list", action="store_true", help="list the layers and exit")
     args = parser.parse_args(argv)
     if args.threads < 1:
         parser.error("--threads must be >= 1")
+    if args.docs and (args.smoke or args.no_plot):
+        parser.error("--docs needs timings and the plot: not with --smoke or --no-plot")
     return args
 
 
@@ -428,6 +436,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                           measure=not args.no_clock_measure)
     contenders = build_contenders(args)
     columns = [peer.name for peer in contenders]
+    print(f"date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}")
     print(f"machine: {host.describe()}")
     print(f"threads: {args.threads} for every contender (OMP_NUM_THREADS, "
           f"torch.set_num_threads); schedule: {schedule}")
@@ -498,8 +507,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     save(complete=True)
     print(f"results written to {json_path} ({time.perf_counter() - started:.0f} s)")
     if not args.no_plot:
-        print(report.plot_ratios(args.output_dir / f"{'smoke_' if args.smoke else ''}"
-                                                   "ratios.png", records))
+        print(report.plot_speedups(args.output_dir / f"{'smoke_' if args.smoke else ''}"
+                                                     "speedup.png", records))
     wrong = [f"{r['case']['layer']}/b{r['case']['batch']}: {', '.join(r['check']['disagree'])}"
              for r in records if r["check"].get("disagree")]
     if wrong:
@@ -508,6 +517,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 1
     print(f"correctness: every forward output (bias included) agrees with the reference "
           f"on all {len(records)} case(s)")
+    if args.docs:
+        import docs
+        print("\n".join(docs.render(json_path)))
     return 0
 
 

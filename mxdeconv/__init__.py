@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional
 
-from . import autograd, gluon, nd, plans, random
+from . import autograd, buffers, gluon, nd, plans, random
 from .autograd import is_training, predict_mode, set_training, train_mode
 from ._loader import ERROR as EXTENSION_ERROR
 from ._loader import ops as _ops
@@ -21,11 +21,11 @@ from .registry import last_impl, onednn_enabled, set_onednn_enabled, use_impl
 __version__ = "0.1.0"
 
 __all__ = ["Context", "Float16OverflowWarning", "KernelDefectWarning", "MXNetError",
-           "NDArray", "autograd", "cache_info", "clear_cache", "cpu", "current_context",
+           "NDArray", "autograd", "cache_info", "buffer_pool_info", "clear_cache", "cpu", "current_context", "empty_buffer_pool",
            "explain", "gluon", "gpu",
            "get_num_threads", "is_training", "last_impl", "nd", "onednn_enabled",
            "plan_cache_path", "predict_mode", "random", "reorder_counts", "reset_reorder_counts",
-           "runtime_info", "set_cache_capacity", "set_num_threads", "set_onednn_enabled",
+           "runtime_info", "set_buffer_pool_limit", "set_cache_capacity", "set_num_threads", "set_onednn_enabled",
            "set_training", "set_tuning", "train_mode", "tuning_enabled", "use_impl"]
 
 
@@ -164,3 +164,42 @@ def plan_cache_path() -> Optional[str]:
     True
     """
     return plans.store_path()
+
+
+def buffer_pool_info() -> Dict[str, int]:
+    """The pool of large result buffers (>= 1 MiB): idle blocks and bytes, the
+    limit on idle bytes, and how many large allocations it served (reused) or
+    left to the system (fresh).  Reusing a block saves the page faults a fresh
+    one costs on every call of a big layer.
+
+    >>> import mxdeconv
+    >>> sorted(mxdeconv.buffer_pool_info())
+    ['fresh', 'idle_blocks', 'idle_bytes', 'limit_bytes', 'min_block_bytes', 'reused']
+    """
+    return buffers.pool_info()
+
+
+def set_buffer_pool_limit(limit: int) -> int:
+    """Keep at most ``limit`` idle bytes of large buffers for reuse (default
+    1 GiB, or ``MXDECONV_BUFFER_POOL_BYTES``; 0 turns pooling off); returns the
+    previous limit.  Idle blocks over a lower limit are freed at once.
+
+    >>> import mxdeconv
+    >>> previous = mxdeconv.set_buffer_pool_limit(0)
+    >>> mxdeconv.buffer_pool_info()["idle_bytes"]
+    0
+    >>> _ = mxdeconv.set_buffer_pool_limit(previous)
+    """
+    return buffers.set_pool_limit(limit)
+
+
+def empty_buffer_pool() -> None:
+    """Give every idle pooled block back to the system (as after a big model's
+    last call); blocks still in use are untouched.
+
+    >>> import mxdeconv
+    >>> mxdeconv.empty_buffer_pool()
+    >>> mxdeconv.buffer_pool_info()["idle_blocks"]
+    0
+    """
+    buffers.empty_pool()

@@ -169,44 +169,47 @@ def deconv_forward(ForwardPlan plan, data, weight, bias, out, bint accumulate,
 
 cdef tuple run_backward(BackwardDataPlan data_plan, BackwardWeightsPlan weights_plan,
                         out_grad, data, weight, tuple grads, tuple accumulate, tuple needed):
-    cdef int ambient = enter_threads(data_plan.threads)
-    try:
-        return run_backward_passes(data_plan, weights_plan, out_grad, data, weight, grads,
-                                   accumulate, needed)
-    finally:
-        leave_threads(ambient)
-
-
-cdef tuple run_backward_passes(BackwardDataPlan data_plan, BackwardWeightsPlan weights_plan,
-                               out_grad, data, weight, tuple grads, tuple accumulate,
-                               tuple needed):
+    """Each pass runs on the thread count its plan was built for: the planner
+    chooses them apart (a primitive must not run on more threads than it was
+    created for), so the two may differ."""
     cdef Output diff_src, diff_weights, diff_bias
+    cdef int ambient = -1, previous
     results = [None, None, None]
     diff_dst = None
-    if needed[0]:
-        diff_dst = input_buffer(out_grad, data_plan.diff_dst, "out_grad")
-        diff_src = make_output(data_plan.diff_src, grads[0], accumulate[0], False, False)
-        weight_buf = weight_buffer(weight, data_plan.weights, True)
-        data_plan.run(data_ptr(diff_dst), data_ptr(weight_buf), data_ptr(diff_src.buffer))
-        results[0] = finish_output(diff_src)
-    if needed[1] or needed[2]:
-        diff_weights = make_output(weights_plan.diff_weights,
-                                   grads[1] if needed[1] else None, accumulate[1], False,
-                                   needed[1])
-        src_buf = input_buffer(data, weights_plan.src, "data")
-        if diff_dst is None or not weights_plan.diff_dst == data_plan.diff_dst:
-            diff_dst = input_buffer(out_grad, weights_plan.diff_dst, "out_grad")
-        bias_target = None
-        if weights_plan.diff_bias is not None:
-            diff_bias = make_output(weights_plan.diff_bias, grads[2] if needed[2] else None,
-                                    accumulate[2], False, True)
-            bias_target = diff_bias.buffer
-        weights_plan.run(data_ptr(src_buf), data_ptr(diff_dst), data_ptr(diff_weights.buffer),
-                         NULL if bias_target is None else data_ptr(bias_target))
-        if needed[1]:
-            results[1] = finish_output(diff_weights)
-        if needed[2] and weights_plan.diff_bias is not None:
-            results[2] = finish_output(diff_bias)
+    try:
+        if needed[0]:
+            ambient = enter_threads(data_plan.threads)
+            diff_dst = input_buffer(out_grad, data_plan.diff_dst, "out_grad")
+            diff_src = make_output(data_plan.diff_src, grads[0], accumulate[0], False, False)
+            weight_buf = weight_buffer(weight, data_plan.weights, True)
+            data_plan.run(data_ptr(diff_dst), data_ptr(weight_buf), data_ptr(diff_src.buffer))
+            results[0] = finish_output(diff_src)
+        if needed[1] or needed[2]:
+            previous = enter_threads(weights_plan.threads)
+            if ambient < 0:
+                ambient = previous
+            diff_weights = make_output(weights_plan.diff_weights,
+                                       grads[1] if needed[1] else None, accumulate[1], False,
+                                       needed[1])
+            src_buf = input_buffer(data, weights_plan.src, "data")
+            if diff_dst is None or not weights_plan.diff_dst == data_plan.diff_dst:
+                diff_dst = input_buffer(out_grad, weights_plan.diff_dst, "out_grad")
+            bias_target = None
+            if weights_plan.diff_bias is not None:
+                diff_bias = make_output(weights_plan.diff_bias,
+                                        grads[2] if needed[2] else None, accumulate[2], False,
+                                        True)
+                bias_target = diff_bias.buffer
+            weights_plan.run(data_ptr(src_buf), data_ptr(diff_dst),
+                             data_ptr(diff_weights.buffer),
+                             NULL if bias_target is None else data_ptr(bias_target))
+            if needed[1]:
+                results[1] = finish_output(diff_weights)
+            if needed[2] and weights_plan.diff_bias is not None:
+                results[2] = finish_output(diff_bias)
+    finally:
+        if ambient >= 0:
+            leave_threads(ambient)
     return tuple(results)
 
 

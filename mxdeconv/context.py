@@ -22,7 +22,14 @@ _TEXT = re.compile(r"\s*(cpu|gpu|cpu_pinned|cpu_shared)\s*(?:\(\s*(\d+)\s*\))?\s
 
 
 class Context:
-    """A device: ``Context("cpu", 0)``; equal contexts compare equal and hash alike."""
+    """A device: ``Context("cpu", 0)``; equal contexts compare equal and hash alike.
+
+    >>> from mxdeconv import Context, cpu
+    >>> Context("cpu", 0) == cpu()
+    True
+    >>> Context("gpu", 1)
+    gpu(1)
+    """
 
     __slots__ = ("device_type", "device_id")
 
@@ -56,17 +63,36 @@ class Context:
 
 
 def cpu(device_id: int = 0) -> Context:
-    """The CPU context (``mx.cpu()``); the id is kept, as MXNet keeps it."""
+    """The CPU context (``mx.cpu()``); the id is kept, as MXNet keeps it.
+
+    >>> import mxdeconv
+    >>> mxdeconv.cpu(), mxdeconv.cpu(1).device_id
+    (cpu(0), 1)
+    """
     return Context("cpu", device_id)
 
 
 def gpu(device_id: int = 0) -> Context:
-    """A GPU context, as ``mx.gpu()`` makes one; passing it to mxdeconv raises."""
+    """A GPU context, as ``mx.gpu()`` makes one; passing it to mxdeconv raises.
+
+    >>> import mxdeconv
+    >>> mxdeconv.nd.zeros((2,), ctx=mxdeconv.gpu(0))  # doctest: +SKIP
+    Traceback (most recent call last):
+        ...
+    mxdeconv.base.MXNetError: ctx=gpu(0): mxdeconv runs on the CPU only; ...
+    >>> mxdeconv.gpu(0).device_type
+    'gpu'
+    """
     return Context("gpu", device_id)
 
 
 def current_context() -> Context:
-    """The default context: always ``cpu(0)``."""
+    """The default context: always ``cpu(0)``.
+
+    >>> import mxdeconv
+    >>> mxdeconv.current_context()
+    cpu(0)
+    """
     return cpu(0)
 
 

@@ -17,7 +17,8 @@ from . import impl_numpy, impl_onednn, registry, tape
 from .base import MXNetError
 from .commit import aliased, store_result
 from .ndarray import NDArray
-from .validation import BACKWARD, as_input, check_array, check_req, check_target, make_call
+from .validation import (BACKWARD, as_input, check_array, check_name, check_req, check_target,
+                         make_call)
 
 _exec = impl_onednn._exec  # the extension's glue, or None when it failed to load
 OPERATOR = registry.operator("Deconvolution")
@@ -30,7 +31,7 @@ _GRAD_NAMES = ("data_grad", "weight_grad", "bias_grad")
 
 def Deconvolution(data: Any, weight: Any, bias: Any = None, out: Optional[NDArray] = None,
                   req: str = "write", train: Optional[bool] = None,
-                  **params: Any) -> Optional[NDArray]:
+                  name: Optional[str] = None, **params: Any) -> Optional[NDArray]:
     """Transposed convolution with MXNet 1.9.1's ``Deconvolution`` semantics.
 
     Args:
@@ -42,9 +43,12 @@ def Deconvolution(data: Any, weight: Any, bias: Any = None, out: Optional[NDArra
             into ``out``) or ``"null"`` (compute nothing, return ``out``).
         train: training mode for this call; None follows
             :func:`mxdeconv.autograd.is_training`.
+        name: accepted and ignored, as by MXNet's imperative operators (a str or None).
         **params: MXNet's ``kernel``, ``stride``, ``dilate``, ``pad``, ``adj``,
             ``target_shape``, ``num_filter``, ``num_group``, ``no_bias``,
-            ``layout``, ``workspace`` (ignored).
+            ``layout``, ``workspace``, ``cudnn_tune``, ``cudnn_off`` (the last three
+            ignored); each also as MXNet's text (``kernel="(3, 3)"``,
+            ``no_bias="true"``, see :doc:`semantics`).
 
     Output size per spatial dim: ``stride*(in-1) + dilate*(k-1) + 1 - 2*pad + adj``
     (``pad``/``adj`` inferred from ``target_shape`` when it is set).  The result
@@ -63,6 +67,8 @@ def Deconvolution(data: Any, weight: Any, bias: Any = None, out: Optional[NDArra
     >>> y.asnumpy()
     array([[[1., 1., 1., 1.]]])
     """
+    if name is not None:
+        check_name(name)
     if _exec is not None:
         prepared = _exec.forward(data, weight, bias, out, req, train, params)
         if type(prepared) is not _exec.Miss:
@@ -106,7 +112,7 @@ def _forward(key: Any, data: Any, weight: Any, bias: Any, out: Optional[NDArray]
 def Deconvolution_backward(out_grad: Any, data: Any, weight: Any, bias: Any = None,
                            req: Union[str, Sequence[str]] = "write",
                            grads: Optional[Sequence[Optional[NDArray]]] = None,
-                           train: Optional[bool] = True,
+                           train: Optional[bool] = True, name: Optional[str] = None,
                            **params: Any) -> Tuple[Optional[NDArray], ...]:
     """Gradients of :func:`Deconvolution`: ``(data_grad, weight_grad, bias_grad)``.
 
@@ -118,6 +124,7 @@ def Deconvolution_backward(out_grad: Any, data: Any, weight: Any, bias: Any = No
             or ``"null"`` (not computed; None returned).
         grads: three NDArrays or Nones to write the gradients into; required
             where req is ``"add"``.
+        name: accepted and ignored (a str or None).
         **params: the forward's parameters.
 
     ``bias_grad`` is None when ``no_bias`` is True.  Weight gradients come
@@ -131,6 +138,8 @@ def Deconvolution_backward(out_grad: Any, data: Any, weight: Any, bias: Any = No
     >>> dx.asnumpy(), db.asnumpy()
     (array([[[2., 2.]]]), array([4.]))
     """
+    if name is not None:
+        check_name(name)
     if _exec is not None:
         prepared = _exec.backward(out_grad, data, weight, bias, req, grads, train, params)
         if type(prepared) is not _exec.Miss:

@@ -7,7 +7,7 @@
 >>> layer.initialize()
 >>> layer(nd.ones((1, 16, 5, 5))).shape
 (1, 8, 10, 10)
->>> layer.weight.shape        # MXNet's Deconvolution weight: (C_in, channels // groups, *k)
+>>> layer.weight.shape        # MXNet's weight: (C_in, channels // groups, *k)
 (16, 8, 4, 4)
 
 Initialisation follows MXNet 1.9.1 Gluon (line numbers of the 1.9.1 release,
@@ -27,16 +27,16 @@ Random values come from NumPy's global generator (``np.random.seed`` makes them
 repeatable); they cannot match MXNet's generator value for value, only in
 distribution (``tests/test_gluon.py`` compares with a layer initialised by MXNet).
 
-Parameters save to and load from ``.npz`` files of NumPy arrays keyed
+Parameters save to and load from MXNet's binary ``.params`` files (see
+:mod:`mxdeconv.serialization`) and ``.npz`` files of NumPy arrays, keyed
 ``weight`` and ``bias`` (the names MXNet's ``save_parameters`` uses for a
 lone layer); :meth:`~_ConvTranspose.load_parameters` also accepts MXNet's
-prefixed names such as ``conv0_weight``.  MXNet's binary
-``.params`` format is not read: export from MXNet with
-``np.savez(path, weight=layer.weight.data().asnumpy(), bias=layer.bias.data().asnumpy())``.
+prefixed names such as ``conv0_weight`` and ``arg:conv0_weight``.
 """
 from __future__ import annotations
 
 import copy
+import io
 import math
 import numbers
 import os
@@ -44,15 +44,16 @@ import re
 import threading
 import zipfile
 from collections import Counter
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import elementwise, nd
+from . import elementwise, nd, serialization
 from .autograd import GRAD_REQS
 from .base import MXNetError
+from .context import Context, context_arg, current_context
 from .ndarray import BFLOAT16, NDArray, array, is_float_dtype
-from .params import MAX_PARAM
+from .params import MAX_PARAM, parse_int_text, parse_shape_text
 
 __all__ = ["Constant", "Conv1DTranspose", "Conv2DTranspose", "Conv3DTranspose",
            "Initializer", "Normal", "One", "Parameter", "ParameterDict", "Uniform",
@@ -68,8 +69,8 @@ PARAM_DTYPES = tuple(np.dtype(t) for t in ("float16", "float32", "float64")) + (
 # A value of the wrong Python type raises TypeError, a bad value MXNetError, and
 # both messages name the argument, what it accepts and what it got.  Strings are
 # refused where a number, a tuple or a bool is expected (kernel_size="33" is not
-# (3, 3)); MXNet's string attribute forms ("(3, 3)", "True") would be parsed into
-# a Python value at the top of _int_arg, _tuple_arg and _bool_arg.
+# (3, 3)), except where MXNet's own layer passes the string on to the operator,
+# which parses it (_int_attr, _tuple_attr).
 def _type_error(name: str, expected: str, value: Any) -> TypeError:
     return TypeError(f"{name} must be {expected}, got {value!r} of type {type(value).__name__}")
 
@@ -102,6 +103,49 @@ def _tuple_arg(name: str, value: Any, ndim: Optional[int] = None,
     if ndim is not None and len(value) != ndim:
         raise MXNetError(f"{name} must be {expected}, got {name}={value!r}")
     return tuple(_int_arg(f"{name}[{i}]", v, minimum) for i, v in enumerate(value))
+
+
+# MXNet's layers hand channels, groups, strides, padding and dilation (and, in 1-D,
+# kernel_size and output_padding) to the operator's attributes unconverted, so MXNet
+# 1.9.1 accepts them as the operator's text (strides="(2, 2)", groups="2"); these read
+# such a string as the operator does (mxdeconv.params), then check the value as a
+# Python one.  tests/data/attr_forms.py records MXNet's verdicts.
+def _int_attr(name: str, value: Any, minimum: int = 0) -> int:
+    """:func:`_int_arg`, or MXNet's text of an int (``"4"``)."""
+    if isinstance(value, str):
+        value = parse_int_text(name, value)
+    return _int_arg(name, value, minimum)
+
+
+def _tuple_attr(name: str, value: Any, ndim: int, minimum: int = 0,
+                literal_length: bool = False) -> Tuple[int, ...]:
+    """:func:`_tuple_arg`, or MXNet's text of a shape with ``ndim`` entries
+    (``"(2, 2)"``; ``"2"`` is the 1-tuple).  ``literal_length``: MXNet's layer first
+    asserts ``len(value) == ndim`` (kernel_size, output_padding), so only a 1-D
+    layer can take a string there, of one character."""
+    if isinstance(value, str):
+        expected = f"an int or a list of {ndim} ints"
+        if literal_length and ndim > 1:  # no string of ndim characters is an ndim-tuple
+            raise _type_error(name, expected, value)
+        if literal_length and len(value) != ndim:
+            raise MXNetError(f"{name} must be {expected}, got {name}={value!r}: MXNet takes "
+                             f"a string here only of {ndim} character(s)")
+        shape = parse_shape_text(name, value)
+        if shape is None or len(shape) != ndim:
+            meaning = "a shape of unknown rank" if shape is None else f"{shape}"
+            raise MXNetError(f"{name} must be {expected}, got {name}={value!r}, "
+                             f"which MXNet reads as {meaning}")
+        value = shape
+    return _tuple_arg(name, value, ndim, minimum)
+
+
+def _use_bias_arg(value: Any) -> bool:
+    """:func:`_bool_arg`; a string is refused although MXNet's layer takes one: it
+    computes ``not use_bias``, so ``"False"`` would keep the bias there."""
+    if isinstance(value, str):
+        raise TypeError(f"use_bias must be a bool (True, False, 0 or 1), got {value!r} of "
+                        "type str (MXNet would read any non-empty string as True)")
+    return _bool_arg("use_bias", value)
 
 
 def _real_arg(name: str, value: Any, minimum: Optional[float] = None) -> float:
@@ -139,7 +183,7 @@ def _dtype_arg(name: str, value: Any) -> np.dtype:
         raise _type_error(name, expected, value)
     try:
         dtype = np.dtype(value)
-    except (TypeError, ValueError) as err:
+    except (TypeError, ValueError, SyntaxError) as err:  # np.dtype(",") is a SyntaxError
         raise _type_error(name, expected, value) from err
     if dtype not in PARAM_DTYPES:
         raise _type_error(name, expected, value)
@@ -173,6 +217,24 @@ def _values_arg(name: str, value: Any) -> np.ndarray:
         raise TypeError(f"{name} must hold real numbers (an integer or floating-point "
                         f"dtype), got dtype {values.dtype}")
     return values
+
+
+def _contexts_arg(name: str, value: Any) -> Optional[List[Context]]:
+    """Gluon's ``ctx``: a context or a list of them (see :func:`~mxdeconv.context.context_arg`:
+    CPU contexts only), as a list; None stays None (the caller's default)."""
+    if value is None:
+        return None
+    context_arg(name, value)  # the whole value first: an empty list, a GPU, a bad type
+    items = value if isinstance(value, (list, tuple)) else [value]
+    return [_context_arg(name, item) for item in items]
+
+
+def _context_arg(name: str, value: Any) -> Context:
+    """One context, as ``Parameter.data(ctx)`` takes (not a list)."""
+    if isinstance(value, (list, tuple)):
+        raise _type_error(name, "a Context (mxdeconv.cpu()), a string such as 'cpu(0)' or None",
+                          value)
+    return context_arg(name, value)
 
 
 def _is_real(dtype: np.dtype) -> bool:
@@ -364,6 +426,9 @@ class Parameter:
         self._grad_req = _choice_arg("grad_req", grad_req, GRAD_REQS)
         self._data: Optional[NDArray] = None
         self._deferred: Optional[Initializer] = None
+        # The contexts it was initialized on (None until then): all CPU ones,
+        # all naming the one array.
+        self._ctx_list: Optional[List[Context]] = None
 
     def __repr__(self) -> str:
         return f"Parameter {self.name} (shape={self.shape}, dtype={self.dtype})"
@@ -387,6 +452,7 @@ class Parameter:
         deep copy carries its values only, so the gradient is attached again)."""
         clone = copy.copy(self)
         memo[id(self)] = clone
+        clone._ctx_list = None if self._ctx_list is None else list(self._ctx_list)
         if self._data is not None:
             clone._data = clone._attach(self._data.copy())
             if self._data._grad is not None and clone._data._grad is not None:
@@ -405,15 +471,18 @@ class Parameter:
                    default_init: Any = None, force_reinit: bool = False) -> None:
         """Fill the parameter: with ``init`` if given, else its own ``init``,
         else ``default_init`` (default :class:`Uniform`), as MXNet does.
-        ``ctx`` is accepted and ignored (everything runs on the CPU)."""
-        self._apply_init(self._plan_init(init, ctx, default_init, force_reinit))
+        ``ctx``: a CPU context or a list of them (default ``cpu(0)``), see
+        :meth:`list_ctx`; a GPU raises :class:`~mxdeconv.MXNetError`."""
+        contexts = _contexts_arg("ctx", ctx)
+        self._apply_init(self._plan_init(init, contexts, default_init, force_reinit))
 
-    def _plan_init(self, init: Any, ctx: Any, default_init: Any,
-                   force_reinit: bool) -> Optional[Tuple[str, Any]]:
+    def _plan_init(self, init: Any, contexts: Optional[List[Context]], default_init: Any,
+                   force_reinit: bool) -> Optional[Tuple[str, Any, List[Context]]]:
         """What :meth:`initialize` would do, worked out but not applied (so that a
         layer initialises all its parameters or none): None (nothing to do),
-        ``("defer", initializer)`` or ``("data", NDArray)``."""
-        del ctx
+        ``("defer", initializer, contexts)`` or ``("data", NDArray, contexts)``.
+        ``contexts`` comes checked by :func:`_contexts_arg`."""
+        contexts = [current_context()] if contexts is None else contexts
         _initializer_arg("init", init)
         _initializer_arg("default_init", default_init)
         force_reinit = _bool_arg("force_reinit", force_reinit)
@@ -427,17 +496,19 @@ class Parameter:
             if not self.allow_deferred_init:
                 raise MXNetError(f"Cannot initialize Parameter '{self.name}' because it has "
                                  f"invalid shape: {self.shape}.")
-            return ("defer", initializer)
-        return ("data", self._new_data(initializer(self.name, self.shape, self.dtype)))
+            return ("defer", initializer, contexts)
+        return ("data", self._new_data(initializer(self.name, self.shape, self.dtype)),
+                contexts)
 
-    def _apply_init(self, plan: Optional[Tuple[str, Any]]) -> None:
+    def _apply_init(self, plan: Optional[Tuple[str, Any, List[Context]]]) -> None:
         if plan is None:
             return
-        kind, value = plan
+        kind, value, contexts = plan
         if kind == "defer":
             self._data, self._deferred = None, value
         else:
             self._install(value)
+        self._ctx_list = contexts
 
     def _deferred_data(self, shape: Tuple[int, ...]) -> NDArray:
         """The values of the deferred initialisation for the completed ``shape``,
@@ -473,9 +544,13 @@ class Parameter:
         Nothing here can fail: callers check and convert everything first."""
         self._data, self._deferred = data, None
         self.shape, self.dtype = data.shape, data.dtype
+        if self._ctx_list is None:
+            self._ctx_list = [current_context()]
 
     def data(self, ctx: Any = None) -> NDArray:
-        """The parameter's NDArray (its ``.grad`` is :meth:`grad`)."""
+        """The parameter's NDArray (its ``.grad`` is :meth:`grad`).  ``ctx``, when
+        given, must be one of :meth:`list_ctx` (as in MXNet)."""
+        wanted = None if ctx is None else _context_arg("ctx", ctx)
         if self._data is None:
             if self._deferred is not None:
                 raise MXNetError(
@@ -485,15 +560,52 @@ class Parameter:
                     "before accessing Parameters.")
             raise MXNetError(f"Parameter '{self.name}' has not been initialized. You should "
                              "initialize parameters with Block.initialize()")
+        if wanted is not None and wanted not in self._ctx_list:
+            raise MXNetError(f"Parameter '{self.name}' was not initialized on context "
+                             f"{wanted}. It was only initialized on {self._ctx_list}.")
         return self._data
 
     def grad(self, ctx: Any = None) -> NDArray:
-        """The gradient backward writes (or adds) into."""
-        data = self.data()
+        """The gradient backward writes (or adds) into (``ctx`` as for :meth:`data`)."""
+        data = self.data(ctx)
         if data._grad is None:
             raise MXNetError(f"Cannot get gradient array for Parameter '{self.name}' "
                              "because grad_req='null'")
         return data._grad
+
+    def _loaded_ctx(self, contexts: Optional[List[Context]], where: str) -> List[Context]:
+        """The contexts after loading values onto ``ctx`` (checked by :func:`_contexts_arg`):
+        as MXNet, those the parameter was initialized on, which ``ctx`` must match."""
+        if self._ctx_list is None or (self._data is None and self._deferred is None):
+            return [current_context()] if contexts is None else contexts
+        if contexts is not None and set(contexts) != set(self._ctx_list):
+            raise MXNetError(f"{where}: ctx={contexts} but it was initialized on "
+                             f"{self._ctx_list}")
+        return self._ctx_list
+
+    def list_ctx(self) -> List[Context]:
+        """The contexts given to :meth:`initialize` (or :meth:`reset_ctx`): CPU ones,
+        all naming the same single array (MXNet keeps a copy per context).
+
+        >>> import mxdeconv
+        >>> from mxdeconv import gluon
+        >>> p = gluon.Parameter("w", shape=(2,))
+        >>> p.initialize(ctx=mxdeconv.cpu(0))
+        >>> p.list_ctx()
+        [cpu(0)]
+        """
+        if self._data is None and self._deferred is None:
+            raise MXNetError(f"Parameter '{self.name}' has not been initialized")
+        return list(self._ctx_list)
+
+    def reset_ctx(self, ctx: Any) -> None:
+        """Assign the parameter to ``ctx`` (a CPU context or a list of them; None:
+        ``cpu(0)``); the values stay as they are."""
+        contexts = _contexts_arg("ctx", ctx)
+        if self._data is None and self._deferred is None:
+            raise MXNetError(f"Cannot reset context for Parameter '{self.name}' because it "
+                             "has not been initialized.")
+        self._ctx_list = [current_context()] if contexts is None else contexts
 
     def set_data(self, value: Any) -> None:
         """Replace the values with ``value``: an NDArray, a NumPy array or a nested
@@ -539,15 +651,34 @@ class ParameterDict(dict):
     def initialize(self, init: Any = None, ctx: Any = None, verbose: bool = False,
                    force_reinit: bool = False) -> None:
         """Initialise every parameter; ``init`` applies to those created without
-        an initializer (see :meth:`Parameter.initialize`)."""
+        an initializer, ``ctx`` as for :meth:`Parameter.initialize`."""
         _initializer_arg("init", init)
+        contexts = _contexts_arg("ctx", ctx)
         _bool_arg("verbose", verbose)
         force_reinit = _bool_arg("force_reinit", force_reinit)
         # Every parameter's values first, then all installed: all or nothing.
-        plans = [(param, param._plan_init(None, ctx, init, force_reinit))
+        plans = [(param, param._plan_init(None, contexts, init, force_reinit))
                  for param in self.values()]
         for param, plan in plans:
             param._apply_init(plan)
+
+    def reset_ctx(self, ctx: Any) -> None:
+        """:meth:`Parameter.reset_ctx` of every parameter (all checked first)."""
+        _contexts_arg("ctx", ctx)
+        params = list(self.values())
+        for param in params:
+            if param._data is None and param._deferred is None:
+                raise MXNetError(f"Cannot reset context for Parameter '{param.name}' "
+                                 "because it has not been initialized.")
+        for param in params:
+            param.reset_ctx(ctx)
+
+    def list_ctx(self) -> List[Context]:
+        """The contexts the parameters were initialized on, each once."""
+        contexts: List[Context] = []
+        for param in self.values():
+            contexts += [c for c in param.list_ctx() if c not in contexts]
+        return contexts
 
     def zero_grad(self) -> None:
         for param in self.values():
@@ -663,6 +794,56 @@ class _NpzArchive:
         self._zip.close()
 
 
+class _ParamsFile:
+    """The named arrays of an MXNet NDArray file, behind :class:`_NpzArchive`'s
+    interface (the file is parsed and checked whole; values are copied on request)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._file = serialization.ArrayFile.read(path, "filename")
+        if len(self._file) and not self._file.names:
+            raise MXNetError(f"filename={path!r} holds a list of {len(self._file)} arrays "
+                             "without names (as mx.nd.save of a list writes); parameters "
+                             "are loaded from named arrays (a dict, as save_parameters "
+                             "writes)")
+        self.keys = list(self._file.names)
+        self._index = {name: index for index, name in enumerate(self.keys)}
+
+    def header(self, key: str) -> Tuple[Tuple[int, ...], np.dtype]:
+        index = self._index[key]
+        return self._file.shape(index), self._file.dtype(index)
+
+    def read(self, key: str, shape: Tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        return self._file.values(self._index[key])
+
+    def __enter__(self) -> "_ParamsFile":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        pass
+
+
+def _open_saved(path: str) -> Any:
+    """The arrays of ``path``: an MXNet NDArray file or an ``.npz`` archive, told
+    apart by their first bytes (the name decides only for other contents, so that
+    the error speaks of the format the caller meant)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(8)
+    except OSError as err:
+        raise MXNetError(f"cannot read filename={path!r}: {err}") from err
+    if serialization.is_ndarray_file(head) or (path.lower().endswith(".params")
+                                               and not head.startswith(b"PK")):
+        return _ParamsFile(path)
+    return _NpzArchive(path)
+
+
+def _unprefixed(key: str) -> str:
+    """A saved name without ``save_checkpoint``'s ``arg:``/``aux:`` prefix (MXNet's
+    ``ParameterDict.load_dict`` strips it too)."""
+    return key[4:] if key.startswith(("arg:", "aux:")) else key
+
+
 class _ConvTranspose:
     """Shared implementation of the transposed-convolution layers.
 
@@ -689,16 +870,17 @@ class _ConvTranspose:
                              f"must be None, got {params!r:.80}")
         if prefix is not None and not isinstance(prefix, str):
             raise _type_error("prefix", "a string or None", prefix)
-        self._channels = _int_arg("channels", channels, minimum=1)
+        self._channels = _int_attr("channels", channels, minimum=1)
         in_channels = _int_arg("in_channels", in_channels)  # 0: from the first batch
         self._kwargs = {
-            "kernel": _tuple_arg("kernel_size", kernel_size, ndim, minimum=1),
-            "stride": _tuple_arg("strides", strides, ndim, minimum=1),
-            "dilate": _tuple_arg("dilation", dilation, ndim, minimum=1),
-            "pad": _tuple_arg("padding", padding, ndim),
-            "adj": _tuple_arg("output_padding", output_padding, ndim),
-            "num_filter": self._channels, "num_group": _int_arg("groups", groups, minimum=1),
-            "no_bias": not _bool_arg("use_bias", use_bias), "layout": self._layout}
+            "kernel": _tuple_attr("kernel_size", kernel_size, ndim, minimum=1,
+                                  literal_length=True),
+            "stride": _tuple_attr("strides", strides, ndim, minimum=1),
+            "dilate": _tuple_attr("dilation", dilation, ndim, minimum=1),
+            "pad": _tuple_attr("padding", padding, ndim),
+            "adj": _tuple_attr("output_padding", output_padding, ndim, literal_length=True),
+            "num_filter": self._channels, "num_group": _int_attr("groups", groups, minimum=1),
+            "no_bias": not _use_bias_arg(use_bias), "layout": self._layout}
         self._check_divisible("channels", self._channels)
         if in_channels:
             self._check_divisible("in_channels", in_channels)
@@ -759,7 +941,9 @@ class _ConvTranspose:
     def initialize(self, init: Any = None, ctx: Any = None, verbose: bool = False,
                    force_reinit: bool = False) -> None:
         """Initialise the parameters; ``init`` (default :class:`Uniform`, as MXNet's
-        ``Block.initialize``) applies to those created without an initializer."""
+        ``Block.initialize``) applies to those created without an initializer;
+        ``ctx`` is a CPU context or a list of them (a GPU raises
+        :class:`~mxdeconv.MXNetError`), see :meth:`Parameter.list_ctx`."""
         self.collect_params().initialize(Uniform() if init is None else init, ctx,
                                          verbose, force_reinit)
 
@@ -774,43 +958,60 @@ class _ConvTranspose:
             param.cast(dtype)
 
     def save_parameters(self, filename: str, deduplicate: bool = False) -> None:
-        """Save ``weight`` and ``bias`` to ``filename`` (a ``.npz`` archive, written
-        under exactly that name)."""
+        """Save ``weight`` and ``bias`` to ``filename``, under exactly that name.
+
+        A name ending in ``.npz`` gets a NumPy ``.npz`` archive; any other name
+        (``.params``) gets MXNet's binary format, byte for byte what MXNet 1.9.1's
+        ``save_parameters`` writes for the same layer (names ``weight`` and
+        ``bias``), so MXNet's ``load_parameters`` reads it.  The file is written
+        beside ``filename`` and renamed over it: a failed save leaves no
+        half-written file."""
         path = _path_arg("filename", filename)
         _bool_arg("deduplicate", deduplicate)
-        arrays = {key: p.data().asnumpy() for key, p in self._structural().items()}
-        try:
-            with open(path, "wb") as handle:
-                np.savez(handle, **arrays)
-        except OSError as err:
-            raise MXNetError(f"cannot write filename={path!r}: {err}") from err
+        params = self._structural()
+        values = [param.data()._plain() for param in params.values()]
+        if path.lower().endswith(".npz"):
+            archive = io.BytesIO()
+            np.savez(archive, **dict(zip(params, values)))
+            serialization.write_atomically(path, [archive.getbuffer()], "filename")
+        else:
+            serialization.write_arrays(path, values, list(params), argument="filename")
 
     def load_parameters(self, filename: str, ctx: Any = None, allow_missing: bool = False,
                         ignore_extra: bool = False, cast_dtype: bool = False,
                         dtype_source: str = "current") -> None:
-        """Load a ``.npz`` written by :meth:`save_parameters` or by NumPy from MXNet.
+        """Load an MXNet ``.params`` file or a ``.npz`` archive.
 
-        Keys are ``weight``/``bias``, or MXNet's full names ending in
-        ``_weight``/``_bias`` (e.g. ``conv0_weight``, as
-        ``net.collect_params()`` names them).  As in MXNet,
+        The format is recognised by its first bytes, whatever the name: MXNet's
+        NDArray files (``save_parameters``, ``collect_params().save``,
+        ``mx.nd.save`` of a dict, ``export``/``save_checkpoint``) or NumPy ``.npz``
+        archives (:meth:`save_parameters` to a ``.npz`` name, ``np.savez``).
+        Keys are ``weight``/``bias`` (what MXNet's ``save_parameters`` writes for
+        a lone layer), or MXNet's full names ending in ``_weight``/``_bias``
+        (``conv0_weight``, as ``collect_params().save`` writes them), each with
+        or without ``save_checkpoint``'s ``arg:``/``aux:`` prefix.  As in MXNet,
         a dtype other than the parameter's is refused unless ``cast_dtype=True``
         (``dtype_source="saved"`` then adopts the file's dtype); an unknown
-        ``in_channels`` is taken from the saved weight.
+        ``in_channels`` is taken from the saved weight.  ``ctx`` is a CPU context
+        or a list of them (as for :meth:`initialize`); for a parameter initialized
+        already it must name the contexts it was initialized on.
 
         All or nothing: the names, shapes and dtypes of every array are checked
         and the arrays converted before any parameter changes, so after an error
         the layer holds what it held before.  The file is untrusted: it is never
-        unpickled, and a file that is not an ``.npz`` archive of numeric arrays
-        (a ``.npy`` file, object arrays, corrupt bytes) raises :class:`MXNetError`.
+        unpickled, and a file that is neither a valid NDArray file nor an ``.npz``
+        archive of numeric arrays (a ``.npy`` file, object arrays, corrupt or
+        truncated bytes) raises :class:`MXNetError`.
         """
         path = _path_arg("filename", filename)
+        contexts = _contexts_arg("ctx", ctx)
         allow_missing = _bool_arg("allow_missing", allow_missing)
         ignore_extra = _bool_arg("ignore_extra", ignore_extra)
         cast_dtype = _bool_arg("cast_dtype", cast_dtype)
         dtype_source = _choice_arg("dtype_source", dtype_source, ("current", "saved"))
         params = self._structural()
         staged = []
-        with _NpzArchive(path) as archive:
+        with _open_saved(path) as archive:
             for key, saved_key in self._match_saved(archive.keys, path, allow_missing,
                                                     ignore_extra).items():
                 param = params[key]
@@ -819,18 +1020,21 @@ class _ConvTranspose:
                 shape, saved_dtype = archive.header(saved_key)
                 dtype = self._loaded_dtype(param, saved_dtype, where, cast_dtype, dtype_source)
                 self._check_loaded_shape(param, shape, where)
+                loaded_ctx = param._loaded_ctx(contexts, where)
                 values = archive.read(saved_key, shape, saved_dtype)
-                staged.append((param, param._new_data(values, dtype)))
-        for param, data in staged:
+                staged.append((param, param._new_data(values, dtype), loaded_ctx))
+        for param, data, loaded_ctx in staged:
             param._install(data)
+            param._ctx_list = loaded_ctx
 
     def _match_saved(self, saved_keys: Sequence[str], path: str, allow_missing: bool,
                      ignore_extra: bool) -> Dict[str, str]:
-        """``{parameter key: saved key}``: ``weight`` is saved as ``weight`` or ``*_weight``."""
+        """``{parameter key: saved key}``: ``weight`` is saved as ``weight`` or
+        ``*_weight``, with or without an ``arg:``/``aux:`` prefix."""
         matched = {}
         for key in self._structural():
-            candidates = ([k for k in saved_keys if k == key]
-                          or [k for k in saved_keys if k.endswith("_" + key)])
+            candidates = ([k for k in saved_keys if _unprefixed(k) == key]
+                          or [k for k in saved_keys if _unprefixed(k).endswith("_" + key)])
             if len(candidates) > 1:
                 raise MXNetError(f"{path}: several arrays could be '{key}': {candidates}")
             if candidates:
@@ -959,8 +1163,8 @@ class Conv2DTranspose(_ConvTranspose):
     first forward.
 
     >>> from mxdeconv import gluon, nd
-    >>> layer = gluon.Conv2DTranspose(6, kernel_size=(3, 3), strides=(2, 2), padding=(1, 1),
-    ...                               output_padding=(1, 1), groups=2)
+    >>> layer = gluon.Conv2DTranspose(6, kernel_size=(3, 3), strides=(2, 2),
+    ...                               padding=(1, 1), output_padding=(1, 1), groups=2)
     >>> layer.initialize()
     >>> layer(nd.ones((1, 4, 5, 5))).shape, layer.weight.shape
     ((1, 6, 10, 10), (4, 3, 3, 3))

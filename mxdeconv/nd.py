@@ -18,10 +18,11 @@ from .ndarray import (NDArray, array, empty, from_dlpack, ones, to_dlpack_for_re
                       to_dlpack_for_write, zeros)
 # NDArray basics (mxdeconv.ndfunctions; nd.random is mxdeconv.random).
 from .ndfunctions import arange, concat, full, ones_like, stack, waitall, zeros_like
+from .serialization import load, load_frombuffer, save
 
 __all__ = ["Deconvolution", "Deconvolution_backward", "NDArray", "add", "array", "empty",
-           "from_dlpack", "multiply", "ones", "relu", "to_dlpack_for_read",
-           "to_dlpack_for_write", "zeros",
+           "from_dlpack", "load", "load_frombuffer", "multiply", "ones", "relu", "save",
+           "to_dlpack_for_read", "to_dlpack_for_write", "zeros",
            # NDArray basics
            "arange", "concat", "full", "ones_like", "random", "stack", "waitall",
            "zeros_like"]

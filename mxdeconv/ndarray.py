@@ -242,13 +242,13 @@ class NDArray(NDArrayMethods):
 
     # -- copying and pickling: always the values, in the default layout ---------
     def __reduce__(self) -> Tuple[Any, Tuple[np.ndarray]]:
-        return array, (self._plain().copy(),)
+        return _same_dtype_copy, (self._plain().copy(),)
 
     def __copy__(self) -> "NDArray":
-        return array(self)
+        return _same_dtype_copy(self._plain())
 
     def __deepcopy__(self, memo: Any) -> "NDArray":
-        return array(self)
+        return _same_dtype_copy(self._plain())
 
     # -- autograd (see mxdeconv.autograd) -----------------------------------
     def attach_grad(self, grad_req: str = "write", stype: Any = None) -> None:
@@ -446,6 +446,15 @@ def array(source: Any, ctx: Any = None, dtype: Any = None) -> NDArray:
     buffer = aligned_empty(values.shape, dtype)
     with np.errstate(over="ignore", invalid="ignore"):  # as NumPy's astype: inf on overflow
         np.copyto(buffer, values, casting="unsafe")
+    return NDArray(buffer)
+
+
+def _same_dtype_copy(values: np.ndarray) -> NDArray:
+    """A new NDArray holding a copy of ``values`` in their dtype: the floats of
+    :func:`array`, and also the integer and bool arrays that ``nd.load`` reads
+    (which :func:`array` would turn into float32)."""
+    buffer = aligned_empty(values.shape, values.dtype)
+    np.copyto(buffer, values)
     return NDArray(buffer)
 
 

@@ -34,6 +34,7 @@ _FIELDS = ("kernel", "stride", "dilate", "pad", "adj", "target_shape",
 #: int64, and products of two such entries must not overflow them).
 MAX_PARAM = 2**31 - 1
 _CUDNN_TUNE = (None, "off", "limited_workspace", "fastest")
+_UINT64_LIMIT = 2**64
 
 
 def _cached_hash(instance: Any) -> int:
@@ -44,6 +45,143 @@ def _cached_hash(instance: Any) -> int:
         value = hash(tuple(getattr(instance, f) for f in instance.__dataclass_fields__))
         object.__setattr__(instance, "_hash", value)
         return value
+
+
+# -- MXNet's text forms -------------------------------------------------------------
+# MXNet's Python front end hands every attribute to dmlc's parameter parser as
+# text (str(value)), so MXNet code may spell any of them as a string:
+# ``kernel="(3, 3)"``, ``num_filter="6"``, ``no_bias="true"``.  A str given here is
+# read as that parser reads it (dmlc-core parameter.h: FieldEntry<int>/<bool>/
+# <optional<int>>; mxnet tuple.h: Tuple operator>>), quirks included, so that what
+# MXNet 1.9.1 accepts is accepted and means the same (tests/data/attr_forms.py
+# records MXNet's verdicts).  Only a str takes this path: other values are checked
+# as before.
+_SPACE = frozenset(" \t\n\v\f\r")  # C's isspace
+_DIGITS = frozenset("0123456789")
+#: A shape's text that leaves its number of dimensions unknown (MXNet's "None").
+UNKNOWN_SHAPE = None
+_SHAPE_FORMS = "'(3, 3)', '[3, 3]' or '3'"
+
+
+class _BadText(Exception):
+    """The text does not parse; the caller words the error."""
+
+
+def _read_int(text: str, pos: int) -> Tuple[int, int]:
+    """``istream >> integer`` at ``pos``: leading whitespace, a sign, decimal digits."""
+    end = len(text)
+    while pos < end and text[pos] in _SPACE:
+        pos += 1
+    start = pos
+    if pos < end and text[pos] in "+-":
+        pos += 1
+    first_digit = pos
+    while pos < end and text[pos] in _DIGITS:
+        pos += 1
+    if pos == first_digit:
+        raise _BadText
+    return int(text[start:pos]), pos
+
+
+def _expect_end(text: str, pos: int) -> None:
+    """dmlc's FieldEntryBase::Set: only whitespace may follow the value."""
+    if any(ch not in _SPACE for ch in text[pos:]):
+        raise _BadText
+
+
+def _read_shape(text: str) -> Optional[Shape]:
+    """MXNet's ``Tuple<int64>`` operator>> (tuple.h), then only whitespace.
+
+    ``"3"`` is the 1-tuple ``(3,)``; ``"(3, 3)"``, ``"[3,3]"``, ``"(3,)"`` and ``"()"``
+    are tuples (brackets may even mismatch, entries may end in ``L``); ``"None"``
+    is the shape of unknown rank (returned as None)."""
+    pos, end = 0, len(text)
+    while True:
+        if pos == end:
+            raise _BadText
+        ch = text[pos]
+        if ch in _DIGITS or ch == "-":
+            value, pos = _read_int(text, pos)
+            _expect_end(text, pos)
+            return (value,)
+        pos += 1
+        if ch in "([":
+            break
+        if ch not in _SPACE:
+            if ch == "N":  # `is >> word`: the rest of "None"
+                while pos < end and text[pos] in _SPACE:
+                    pos += 1
+                start = pos
+                while pos < end and text[pos] not in _SPACE:
+                    pos += 1
+                if text[start:pos] == "one":
+                    _expect_end(text, pos)
+                    return UNKNOWN_SHAPE
+            raise _BadText
+    while pos < end and text[pos] in _SPACE:
+        pos += 1
+    if pos < end and text[pos] in ")]":
+        _expect_end(text, pos + 1)
+        return ()
+    entries = []
+    while True:
+        value, pos = _read_int(text, pos)
+        entries.append(value)
+        while pos < end and text[pos] in _SPACE:
+            pos += 1
+        ch = text[pos] if pos < end else ""
+        pos += 1
+        if ch == "L":
+            ch = text[pos] if pos < end else ""
+            pos += 1
+        if ch == ",":
+            while pos < end and text[pos] in _SPACE:
+                pos += 1
+            if pos < end and text[pos] in ")]":
+                pos += 1
+                break
+        elif ch and ch in ")]":
+            break
+        else:
+            raise _BadText
+    _expect_end(text, pos)
+    return tuple(entries)
+
+
+def parse_shape_text(name: str, text: str) -> Optional[Shape]:
+    """A shape written as MXNet's text (see :func:`_read_shape`); None for ``"None"``.
+
+    >>> parse_shape_text("kernel", "(3, 3)"), parse_shape_text("kernel", "3")
+    ((3, 3), (3,))
+    """
+    try:
+        return _read_shape(text)
+    except _BadText:
+        raise MXNetError(f"Invalid Parameter format for {name} expect Shape(tuple) such as "
+                         f"{_SHAPE_FORMS} but value={text!r}") from None
+
+
+def parse_int_text(name: str, text: str) -> int:
+    """An integer written as text (``istream >> int``): ``"6"``, ``" 6 "``, ``"+6"``;
+    not ``"6.0"``, ``"6L"`` or ``"0x6"``."""
+    try:
+        value, pos = _read_int(text, 0)
+        _expect_end(text, pos)
+    except _BadText:
+        raise MXNetError(f"Invalid Parameter format for {name} expect int such as '6' "
+                         f"but value={text!r}") from None
+    return value
+
+
+def parse_bool_text(name: str, text: str) -> bool:
+    """dmlc's FieldEntry<bool>: ``true``/``false``/``1``/``0`` in any case, nothing else."""
+    lower = text.lower() if text.isascii() else text
+    if lower in ("true", "1"):
+        return True
+    if lower in ("false", "0"):
+        return False
+    raise MXNetError(f"Invalid Parameter format for {name} expect boolean ('true', 'false', "
+                     f"'1' or '0', any case) but value={text!r}")
 
 
 def _as_int(name: str, value: Any) -> int:
@@ -72,6 +210,32 @@ def _as_shape(name: str, value: Any) -> Shape:
         return tuple(_as_int(f"{name}[{i}]", v) for i, v in enumerate(value))
     raise TypeError(f"{name} must be a tuple of integers, got {value!r} "
                     f"of type {type(value).__name__}")
+
+
+# An attribute is checked as its Python value, or parsed when given as MXNet's text.
+def _int_field(name: str, value: Any) -> int:
+    return parse_int_text(name, value) if isinstance(value, str) else _as_int(name, value)
+
+
+def _bool_field(name: str, value: Any) -> bool:
+    return parse_bool_text(name, value) if isinstance(value, str) else _as_bool(name, value)
+
+
+def _shape_field(name: str, value: Any) -> Shape:
+    if not isinstance(value, str):
+        return _as_shape(name, value)
+    shape = parse_shape_text(name, value)
+    if shape is UNKNOWN_SHAPE and name == "target_shape":
+        return ()  # MXNet only checks the other shapes' rank against the kernel's
+    if shape is UNKNOWN_SHAPE:
+        raise MXNetError(f"{name}={value!r} leaves the number of dimensions unknown; "
+                         f"give {name} as a shape such as {_SHAPE_FORMS}")
+    return shape
+
+
+def _enum_field(name: str, value: Any) -> Any:
+    """dmlc's optional enum: the text "None" is None; any other value stays as given."""
+    return None if isinstance(value, str) and value == "None" else value
 
 
 @dataclass(frozen=True)
@@ -122,16 +286,19 @@ class DeconvolutionParam:
                     cudnn_off: Any = False) -> "DeconvolutionParam":
         """Validate MXNet-style keyword arguments and normalise them."""
         # Ignored (see _IGNORED_FIELDS) but type-checked as MXNet does.
-        if _as_int("workspace", workspace) < 0:
-            raise MXNetError(f"workspace must be >= 0, got workspace={workspace}")
+        cudnn_tune, layout = _enum_field("cudnn_tune", cudnn_tune), _enum_field("layout", layout)
+        # A uint64 in MXNet, read as istream does: a negative number wraps around.
+        if not -_UINT64_LIMIT < _int_field("workspace", workspace) < _UINT64_LIMIT:
+            raise MXNetError(f"workspace must fit MXNet's uint64 (a negative one wraps "
+                             f"around, as in MXNet), got workspace={workspace}")
         if not (cudnn_tune is None or isinstance(cudnn_tune, str) and cudnn_tune in _CUDNN_TUNE):
             raise MXNetError(f"cudnn_tune must be one of {_CUDNN_TUNE}, got {cudnn_tune!r}")
-        _as_bool("cudnn_off", cudnn_off)
+        _bool_field("cudnn_off", cudnn_off)
         if kernel is None:
             raise MXNetError("Required parameter kernel of Shape(tuple) is not presented")
         if num_filter is None:
             raise MXNetError("Required parameter num_filter of int is not presented")
-        kernel = _as_shape("kernel", kernel)
+        kernel = _shape_field("kernel", kernel)
         ndim = len(kernel)
         if ndim not in DEFAULT_LAYOUTS:
             raise MXNetError(f"kernel must have 1, 2 or 3 dimensions, got kernel={kernel}")
@@ -143,7 +310,7 @@ class DeconvolutionParam:
 
         def per_dim(name: str, value: Any, default: int, minimum: int,
                     allow_empty: bool = False) -> Shape:
-            shape = _as_shape(name, value)
+            shape = _shape_field(name, value)
             if not shape:
                 return () if allow_empty else (default,) * ndim
             if len(shape) != ndim:
@@ -164,8 +331,8 @@ class DeconvolutionParam:
         adj_t = per_dim("adj", adj, 0, 0)
         target_t = per_dim("target_shape", target_shape, 0, 0, allow_empty=True)
 
-        num_filter = _as_int("num_filter", num_filter)
-        num_group = _as_int("num_group", num_group)
+        num_filter = _int_field("num_filter", num_filter)
+        num_group = _int_field("num_group", num_group)
         for name, value in (("num_filter", num_filter), ("num_group", num_group)):
             if value < 1:
                 raise MXNetError(f"{name} must be >= 1, got {name}={value}")
@@ -174,7 +341,7 @@ class DeconvolutionParam:
         if num_filter % num_group:
             raise MXNetError("output num_filter must divide group size: "
                              f"num_filter={num_filter}, num_group={num_group}")
-        no_bias = _as_bool("no_bias", no_bias)
+        no_bias = _bool_field("no_bias", no_bias)
 
         expected_layout = DEFAULT_LAYOUTS[ndim]
         if layout is not None and not isinstance(layout, str):

@@ -53,6 +53,13 @@ def check_req(name: str, req: Any) -> str:
     return "write" if req == "inplace" else req
 
 
+def check_name(name: Any) -> None:
+    """``name=``: MXNet's operators take a node name and ignore it imperatively."""
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a string or None, got {name!r} "
+                        f"of type {type(name).__name__}")
+
+
 def check_array(name: str, arr: NDArray, shape: Sequence[int], dtype: np.dtype) -> None:
     check_shape(name, arr.shape, shape)
     if arr.dtype != dtype:

@@ -11,6 +11,8 @@ counterexample and the seed that reproduces it.
 
     python scripts/fuzz.py --examples 100000 --budget 1200
     python scripts/fuzz.py --examples 2000 --parser-only   # the parser alone, fast
+    python scripts/fuzz.py --examples 100000 --params-files  # the .params reader
+                                                           # (tests/test_params_files.py)
 
 Exit status: 0 when every example passed, 1 on a failure.
 """
@@ -30,6 +32,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # before oneDNN loads: one core per run
 
 import test_fuzz  # noqa: E402
+import test_params_files  # noqa: E402
 
 
 def main() -> int:
@@ -40,6 +43,9 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=None, help="first chunk's seed")
     ap.add_argument("--parser-only", action="store_true",
                     help="fuzz only the parameter parser (test_fuzz_parameter_parser)")
+    ap.add_argument("--params-files", action="store_true",
+                    help="fuzz the reader of MXNet's NDArray files with truncated, flipped, "
+                         "spliced and random bytes (test_params_files.test_fuzz_reader)")
     ap.add_argument("--json", type=Path, help="also write the figures to this file")
     args = ap.parse_args()
 
@@ -47,11 +53,14 @@ def main() -> int:
     start = time.monotonic()
     chunks = 0
     key = "parser_examples" if args.parser_only else "examples"
+    stats = test_params_files.STATS if args.params_files else test_fuzz.STATS
     status = 0
-    while test_fuzz.STATS[key] < args.examples and time.monotonic() - start < args.budget:
+    while stats[key] < args.examples and time.monotonic() - start < args.budget:
         chunk_seed = rng.getrandbits(32) if args.seed is None or chunks else args.seed
-        n = min(args.chunk, args.examples - test_fuzz.STATS[key])
-        if args.parser_only:
+        n = min(args.chunk, args.examples - stats[key])
+        if args.params_files:
+            test = test_params_files.make_reader_test(n, seed=chunk_seed)
+        elif args.parser_only:
             test = test_fuzz.make_parser_test(n, seed=chunk_seed)
         else:
             test = test_fuzz.make_fuzz_test(n, seed=chunk_seed)
@@ -65,16 +74,16 @@ def main() -> int:
             break
         chunks += 1
         elapsed = time.monotonic() - start
-        print(f"[{elapsed:7.1f} s] chunk {chunks}: {dict(sorted(test_fuzz.STATS.items()))}",
+        print(f"[{elapsed:7.1f} s] chunk {chunks}: {dict(sorted(stats.items()))}",
               flush=True)
     elapsed = time.monotonic() - start
-    figures = dict(sorted(test_fuzz.STATS.items()), seconds=round(elapsed, 1), chunks=chunks,
+    figures = dict(sorted(stats.items()), seconds=round(elapsed, 1), chunks=chunks,
                    passed=status == 0, target=args.examples, budget_s=args.budget)
     print(json.dumps(figures))
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
-    if status == 0 and test_fuzz.STATS[key] < args.examples:
-        print(f"budget of {args.budget:.0f} s spent after {test_fuzz.STATS[key]} examples "
+    if status == 0 and stats[key] < args.examples:
+        print(f"budget of {args.budget:.0f} s spent after {stats[key]} examples "
               f"(target {args.examples})", file=sys.stderr)
     return status
 

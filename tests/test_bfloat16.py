@@ -16,11 +16,13 @@ from strategies import configs, seeds, wide_channels
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
 BF16 = np.dtype(ml_dtypes.bfloat16)
-# oneDNN has bf16 deconvolution kernels from AVX512_CORE_BF16 on; under a lower
-# ONEDNN_MAX_CPU_ISA (the kernel-family runs of test_kernel_families.py) bf16
-# must go to the NumPy path instead, with the reason in explain().
+# oneDNN has bf16 deconvolution kernels from AVX512_CORE on (native bf16
+# instructions from AVX512_CORE_BF16, emulated conversions below: jit_bf16:avx512_core);
+# under AVX2 (the kernel-family runs of test_kernel_families.py) bf16 must go to
+# the NumPy path instead, with the reason in explain().
 BF16_KERNELS = mxdeconv.runtime_info()["cpu_isa"] in (
-    "avx512_core_bf16", "avx512_core_fp16", "avx512_core_amx", "avx512_core_amx_fp16")
+    "avx512_core", "avx512_core_vnni", "avx512_core_bf16", "avx512_core_fp16",
+    "avx512_core_amx", "avx512_core_amx_fp16")
 needs_bf16_kernels = pytest.mark.skipif(
     not BF16_KERNELS, reason="this oneDNN ISA has no bf16 kernels; "
     "test_bf16_without_kernels_falls_back_to_numpy covers it")

@@ -4,6 +4,7 @@ and, where Sphinx is installed, the docs build with warnings as errors."""
 import doctest
 import importlib
 import inspect
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 MODULES = ["mxdeconv", "mxdeconv.nd", "mxdeconv.ndarray", "mxdeconv.autograd",
            "mxdeconv.elementwise", "mxdeconv.gluon", "mxdeconv.registry",
-           "mxdeconv.params", "mxdeconv.deconvolution"]
+           "mxdeconv.params", "mxdeconv.deconvolution", "mxdeconv.serialization"]
 
 
 def _public_objects():
@@ -73,3 +74,44 @@ def test_sphinx_build(builder, tmp_path):
         [sys.executable, "-m", "sphinx", "-W", "-q", "-b", builder, str(DOCS),
          str(tmp_path / builder)], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    if builder == "html":
+        found = [f"{page.name}: ...{text[max(0, m.start() - 60):m.end() + 60]}..."
+                 for page in sorted((tmp_path / builder).rglob("*.html"))
+                 for text in [_visible_text(page.read_text(errors="replace"))]
+                 for m in PLACEHOLDER.finditer(text)]
+        assert not found, "placeholder text in built pages:\n" + "\n".join(found)
+
+
+# -- no placeholder on any page --------------------------------------------------
+PLACEHOLDER = re.compile(r"placeholder", re.IGNORECASE)
+
+
+def _visible_text(html):
+    """A built page's text: no scripts, styles or tags (furo's search box has a
+    ``placeholder=`` attribute, which is not placeholder *text*)."""
+    html = re.sub(r"<(script|style)\b.*?</\1>", " ", html, flags=re.S | re.I)
+    return re.sub(r"<[^>]+>", " ", html)
+
+
+def test_no_placeholder_in_the_sources():
+    """Every page's source and everything it includes (the benchmark table, the
+    full benchmark text) holds real content."""
+    sources = (list(DOCS.glob("*.rst")) + list(DOCS.glob("*.txt"))
+               + list((DOCS / "_static").glob("*.txt")) + [ROOT / "README.md"])
+    found = [f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+             for path in sources
+             for number, line in enumerate(path.read_text().splitlines(), 1)
+             if PLACEHOLDER.search(line)]
+    assert not found, "placeholder text:\n" + "\n".join(found)
+
+
+def test_performance_page_shows_a_measured_run():
+    table = (DOCS / "performance_table.txt").read_text()
+    assert re.search(r"^Benchmark run of \d{4}-\d\d-\d\d \d\d:\d\d UTC", table, re.M), table[:300]
+    for heading in ("CPU:", "threads:", "versions:", "speed-up of mxdeconv"):
+        assert heading in table
+    assert "INCOMPLETE" not in table
+    assert all(len(line) <= 84 for line in table.splitlines())  # no sideways scrolling
+    plot = DOCS / "_static" / "speedup.png"
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and plot.stat().st_size > 20_000
+    assert "_static/speedup.png" in (DOCS / "performance.rst").read_text()

@@ -131,8 +131,18 @@ FORWARD_ERRORS = {
                     rf"<= {MAX_PARAM}"),
     "kernel_float": (forward_case(kernel=(3.0, 2)), TypeError,
                      r"kernel\[0\] must be an integer, got 3.0 of type float"),
-    "kernel_string": (forward_case(kernel="3"), TypeError,
-                      r"kernel must be a tuple of integers, got '3' of type str"),
+    "kernel_bytes": (forward_case(kernel=b"3"), TypeError,
+                     r"kernel must be a tuple of integers, got b'3' of type bytes"),
+    # MXNet's text forms: "3" is the 1-tuple (3,), as in MXNet
+    "kernel_text_rank": (forward_case(kernel="3"), MXNetError,
+                         r"stride must have the same number of dimensions as kernel, "
+                         r"but kernel=\(3,\) while stride=\(2, 1\)"),
+    "kernel_text_malformed": (forward_case(kernel="(3, x)"), MXNetError,
+                              r"Invalid Parameter format for kernel expect Shape\(tuple\) "
+                              r"such as '\(3, 3\)', '\[3, 3\]' or '3' but value='\(3, x\)'"),
+    "num_filter_text_float": (forward_case(num_filter="6.5"), MXNetError,
+                              r"Invalid Parameter format for num_filter expect int such as "
+                              r"'6' but value='6.5'"),
     "kernel_vs_weight": (forward_case(kernel=(3, 3)), MXNetError,
                          r"weight shape mismatch: expected \(4, 3, 3, 3\), got \(4, 3, 3, 2\)"),
     "stride_length": (forward_case(stride=(2,)), MXNetError,
@@ -199,14 +209,24 @@ FORWARD_ERRORS = {
                      r"only 'NCHW' \(or None\) is"),
     "layout_type": (forward_case(layout=4), TypeError,
                     r"layout must be a string or None, got 4 of type int"),
-    "no_bias_type": (forward_case(no_bias="no"), TypeError,
-                     r"no_bias must be a bool, got 'no' of type str"),
+    "no_bias_type": (forward_case(no_bias=None), TypeError,
+                     r"no_bias must be a bool, got None of type NoneType"),
+    "no_bias_text": (forward_case(no_bias="maybe"), MXNetError,
+                     r"Invalid Parameter format for no_bias expect boolean \('true', "
+                     r"'false', '1' or '0', any case\) but value='maybe'"),
     "no_bias_two": (forward_case(no_bias=2), TypeError,
                     r"no_bias must be a bool, got 2 of type int"),
-    "workspace_type": (forward_case(workspace="big"), TypeError,
-                       r"workspace must be an integer, got 'big' of type str"),
-    "workspace_negative": (forward_case(workspace=-1), MXNetError,
-                           r"workspace must be >= 0, got workspace=-1"),
+    "workspace_type": (forward_case(workspace=1.5), TypeError,
+                       r"workspace must be an integer, got 1.5 of type float"),
+    "workspace_text": (forward_case(workspace="big"), MXNetError,
+                       r"Invalid Parameter format for workspace expect int such as '6' "
+                       r"but value='big'"),
+    "workspace_huge": (forward_case(workspace=2**64), MXNetError,
+                       rf"workspace must fit MXNet's uint64 \(a negative one wraps around, as "
+                       rf"in MXNet\), got workspace={2**64}"),
+    "workspace_huge_negative": (forward_case(workspace="-18446744073709551616"), MXNetError,
+                                r"workspace must fit MXNet's uint64 .*, "
+                                r"got workspace=-18446744073709551616"),
     "cudnn_tune_value": (forward_case(cudnn_tune="slow"), MXNetError,
                          r"cudnn_tune must be one of \(None, 'off', 'limited_workspace', "
                          r"'fastest'\), got 'slow'"),

@@ -1,5 +1,6 @@
 """mxdeconv.gluon: Conv1D/2D/3DTranspose against real MXNet 1.9.1 numbers, MXNet's
-default initialisation, deferred shapes, hybridize, save/load to .npz.
+default initialisation, deferred shapes, hybridize, save/load to .params and .npz
+(MXNet's .params files themselves: tests/test_params_files.py).
 
 The MXNet numbers come from tests/data (made by tests/data/make_mxnet_fixture.py
 under MXNet 1.9.1), so CI checks them without MXNet.  test_live_mxnet_cross_check
@@ -218,14 +219,18 @@ def test_training_step_with_grad_req(tmp_path):
 
 
 # -- save / load ---------------------------------------------------------------------------
-def test_save_and_load_round_trip(tmp_path):
+@pytest.mark.parametrize("name", ["layer.params", "layer.npz"])
+def test_save_and_load_round_trip(tmp_path, name):
     layer = gluon.Conv2DTranspose(4, 3, strides=2, padding=1, in_channels=2)
     layer.initialize()
-    path = tmp_path / "layer.params"   # saved under exactly this name
+    path = tmp_path / name   # saved under exactly this name: MXNet's format, or .npz
     layer.save_parameters(str(path))
-    assert path.exists()
-    with np.load(path) as saved:
-        assert sorted(saved.files) == ["bias", "weight"]
+    assert os.listdir(tmp_path) == [name]
+    if name.endswith(".npz"):
+        with np.load(path) as saved:
+            assert sorted(saved.files) == ["bias", "weight"]
+    else:
+        assert sorted(nd.load(str(path))) == ["bias", "weight"]
     other = gluon.Conv2DTranspose(4, 3, strides=2, padding=1)  # in_channels from the file
     other.load_parameters(str(path))
     x = nd.ones((1, 2, 3, 3))

@@ -29,19 +29,21 @@ CLASSES = {1: gluon.Conv1DTranspose, 2: gluon.Conv2DTranspose, 3: gluon.Conv3DTr
 # -- helpers ---------------------------------------------------------------------------
 def state(layer):
     """What a failed call must not change: per parameter its NDArray object, a copy
-    of its values, its shape, dtype, pending deferred initializer and grad_req."""
+    of its values, its shape, dtype, pending deferred initializer, grad_req and contexts."""
     return {key: (param._data, None if param._data is None else param._data.asnumpy().copy(),
-                  param.shape, param.dtype, param._deferred, param.grad_req)
+                  param.shape, param.dtype, param._deferred, param.grad_req,
+                  None if param._ctx_list is None else list(param._ctx_list))
             for key, param in layer._structural().items()}
 
 
 def assert_same_state(layer, before):
     after = state(layer)
     assert after.keys() == before.keys()
-    for key, (data, values, shape, dtype, deferred, grad_req) in before.items():
+    for key, (data, values, shape, dtype, deferred, grad_req, contexts) in before.items():
         now = after[key]
         assert now[0] is data, f"{key}: another NDArray"
-        assert now[2:] == (shape, dtype, deferred, grad_req), f"{key}: shape/dtype/init changed"
+        assert now[2:] == (shape, dtype, deferred, grad_req, contexts), \
+            f"{key}: shape/dtype/init/contexts changed"
         if values is None:
             assert now[1] is None
         else:
@@ -82,8 +84,25 @@ CONSTRUCTOR_ERRORS = {
                                 r"channels must be an int, got 8.0 of type float"),
     "channels_bool": (dict(channels=True), TypeError,
                       r"channels must be an int, got True of type bool"),
-    "channels_string": (dict(channels="4"), TypeError,
-                        r"channels must be an int, got '4' of type str"),
+    "channels_bad_text": (dict(channels="4.0"), MXNetError,
+                          r"Invalid Parameter format for channels expect int such as '6' "
+                          r"but value='4.0'"),
+    "channels_bytes": (dict(channels=b"4"), TypeError,
+                       r"channels must be an int, got b'4' of type bytes"),
+    "groups_bad_text": (dict(groups="two"), MXNetError,
+                        r"Invalid Parameter format for groups expect int such as '6' "
+                        r"but value='two'"),
+    "strides_bad_text": (dict(strides="(2, x)"), MXNetError,
+                         r"Invalid Parameter format for strides expect Shape\(tuple\) such as "
+                         r"'\(3, 3\)', '\[3, 3\]' or '3' but value='\(2, x\)'"),
+    "strides_text_rank": (dict(strides="2"), MXNetError,
+                          r"strides must be an int or a list of 2 ints, got strides='2', "
+                          r"which MXNet reads as \(2,\)"),
+    "padding_text_none": (dict(padding="None"), MXNetError,
+                          r"padding must be an int or a list of 2 ints, got padding='None', "
+                          r"which MXNet reads as a shape of unknown rank"),
+    "in_channels_text": (dict(in_channels="4"), TypeError,
+                         r"in_channels must be an int, got '4' of type str"),
     "groups_zero": (dict(groups=0), MXNetError, rf"groups {INT_RANGE}, got groups=0"),
     "groups_negative": (dict(groups=-1), MXNetError, rf"groups {INT_RANGE}, got groups=-1"),
     "groups_float": (dict(groups=2.0), TypeError, r"groups must be an int, got 2.0 of type float"),
@@ -153,7 +172,8 @@ CONSTRUCTOR_ERRORS = {
                         r"activation must be one of \(None, 'relu'\), got \['relu'\] of type list"),
     "use_bias_string": (dict(use_bias="False"), TypeError,
                         r"use_bias must be a bool \(True, False, 0 or 1\), "
-                        r"got 'False' of type str"),
+                        r"got 'False' of type str \(MXNet would read any non-empty string "
+                        r"as True\)"),
     "use_bias_two": (dict(use_bias=2), TypeError,
                      r"use_bias must be a bool \(True, False, 0 or 1\), got 2 of type int"),
     "use_bias_none": (dict(use_bias=None), TypeError,
@@ -206,9 +226,23 @@ def test_every_tuple_argument_of_every_class(ndim, argument):
         build((low,) * (ndim + 1))
     with pytest.raises(TypeError, match=rf"{argument}\[{ndim - 1}\] must be an int, got 1.5"):
         build((low,) * (ndim - 1) + (1.5,))
-    with pytest.raises(TypeError, match=rf"{argument} must be an int or a list of {ndim} ints, "
-                                        r"got '1' of type str"):
-        build("1")
+    # MXNet's text: the layer hands it to the operator, which reads "1" as (1,);
+    # kernel_size and output_padding must first be as long as the layer has dims.
+    text = "(" + ", ".join([str(low)] * ndim) + ")"
+    if argument in ("kernel_size", "output_padding"):
+        if ndim == 1:
+            assert build(str(low))._kwargs[key] == (low,)
+        else:
+            with pytest.raises(TypeError, match=rf"{argument} must be an int or a list of "
+                                                rf"{ndim} ints, got '{re.escape(text)}' of type str"):
+                build(text)
+    else:
+        assert build(text)._kwargs[key] == (low,) * ndim
+        if ndim > 1:
+            with pytest.raises(MXNetError, match=rf"{argument} must be an int or a list of {ndim} "
+                                                 rf"ints, got {argument}='1', which MXNet reads "
+                                                 r"as \(1,\)"):
+                build("1")
     with pytest.raises(MXNetError, match=rf"{argument}\[0\] must be an int in \[{low}, "):
         build((low - 1,) * ndim)
     with pytest.raises(MXNetError, match=rf"{argument} must be an int in \[{low}, {MAX}\], "
@@ -251,6 +285,8 @@ PARAMETER_ERRORS = {
                      r"shape must be an int or a tuple of ints, got '22' of type str"),
     "dtype_int": (dict(dtype="int32"), TypeError,
                   r"dtype must be a dtype, one of \[.*'float32'.*\], got 'int32' of type str"),
+    "dtype_comma": (dict(dtype=","), TypeError,  # np.dtype(",") raises SyntaxError
+                    r"dtype must be a dtype, one of \[.*\], got ',' of type str"),
     "dtype_none": (dict(dtype=None), TypeError,
                    r"dtype must be a dtype, one of \[.*\], got None of type NoneType"),
     "dtype_unknown": (dict(dtype="float33"), TypeError,
@@ -736,6 +772,9 @@ PARAMETER_CALLS = {
     "force_reinit": lambda layer, value: layer.initialize(force_reinit=value),
     "collect_params": lambda layer, value: layer.collect_params(value),
     "load_filename": lambda layer, value: layer.load_parameters(value),
+    "initialize_ctx": lambda layer, value: layer.initialize(ctx=value, force_reinit=True),
+    "data_ctx": lambda layer, value: layer.weight.data(value),
+    "reset_ctx": lambda layer, value: layer.collect_params().reset_ctx(value),
 }
 
 

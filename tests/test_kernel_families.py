@@ -5,8 +5,8 @@ oneDNN picks its kernels by shape *and* instruction set: the same layer runs
 have different defects.  ``ONEDNN_MAX_CPU_ISA`` caps the instruction set, but
 oneDNN reads it once, before its first primitive, so each family runs in a
 fresh process: the realistic-layer suite, the hypothesis equivalence tests,
-layouts, MXNet fixtures and bfloat16 (which must fall back to NumPy where the
-family has no bf16 kernels).  The default family (avx512_core_bf16 here) is
+layouts, MXNet fixtures and bfloat16 (on oneDNN from avx512_core on; it must
+fall back to NumPy under AVX2, which has no bf16 kernels).  The default family (avx512_core_bf16 here) is
 the main test run itself.
 """
 import os

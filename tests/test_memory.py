@@ -99,3 +99,63 @@ def test_default_layout_descriptor_cache_is_bounded():
         nd.Deconvolution(np.ones((1, 2, size), np.float32), w, kernel=(2,), num_filter=1)
     mxdeconv.clear_cache()
     assert len(_ops._plain_mds) - start <= 64
+
+
+# -- the pool of large buffers --------------------------------------------------------
+@pytest.fixture
+def pool():
+    previous = mxdeconv.set_buffer_pool_limit(1 << 30)
+    mxdeconv.empty_buffer_pool()
+    yield
+    mxdeconv.set_buffer_pool_limit(previous)
+    mxdeconv.empty_buffer_pool()
+
+
+def test_a_freed_large_result_is_reused_without_touching_live_ones(pool):
+    x, w = nd.ones((4, 64, 16, 16)), nd.ones((64, 64, 3, 3))   # result: 1.2 MiB
+    kw = dict(kernel=(3, 3), stride=(2, 2), pad=(1, 1), adj=(1, 1), num_filter=64)
+    first = nd.Deconvolution(x, w, **kw)
+    kept = np.asarray(nd.Deconvolution(x, w, **kw))  # a view keeps its block alive
+    expected = kept.copy()
+    before = mxdeconv.buffer_pool_info()
+    del first
+    gc.collect()
+    assert mxdeconv.buffer_pool_info()["idle_blocks"] >= 1
+    again = nd.Deconvolution(x, w, **kw)
+    after = mxdeconv.buffer_pool_info()
+    assert after["reused"] > before["reused"]
+    np.testing.assert_array_equal(kept, expected)
+    np.testing.assert_array_equal(again.asnumpy(), expected)
+
+
+def test_the_pool_keeps_no_more_idle_bytes_than_its_limit(pool):
+    mxdeconv.set_buffer_pool_limit(3 << 20)
+    arrays = [nd.zeros((1 << 18,)) for _ in range(4)]   # four 1 MiB blocks
+    del arrays
+    gc.collect()
+    info = mxdeconv.buffer_pool_info()
+    assert info["idle_bytes"] <= 3 << 20 and info["idle_blocks"] == 3
+    assert mxdeconv.set_buffer_pool_limit(1 << 20) == 3 << 20
+    assert mxdeconv.buffer_pool_info()["idle_bytes"] <= 1 << 20
+    mxdeconv.empty_buffer_pool()
+    assert mxdeconv.buffer_pool_info()["idle_bytes"] == 0
+
+
+def test_pool_limit_is_checked(pool):
+    with pytest.raises(TypeError, match="limit must be an int"):
+        mxdeconv.set_buffer_pool_limit("1")
+    with pytest.raises(mxdeconv.MXNetError, match="limit must be between 0 and 2\\*\\*62 bytes, "
+                                                 "got -1"):
+        mxdeconv.set_buffer_pool_limit(-1)
+
+
+def test_pool_limit_from_the_environment():
+    import subprocess
+    code = "import mxdeconv; print(mxdeconv.buffer_pool_info()['limit_bytes'])"
+    for text, expected, warns in (("0", "0", False), ("12345", "12345", False),
+                                  ("lots", str(1 << 30), True)):
+        env = dict(__import__("os").environ, MXDECONV_BUFFER_POOL_BYTES=text)
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                              text=True, timeout=120)
+        assert done.stdout.strip() == expected, done.stderr
+        assert ("is not a byte count" in done.stderr) == warns

@@ -6,7 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mxdeconv.base import MXNetError
-from mxdeconv.params import DeconvolutionParam, infer_geometry, parse_params
+from mxdeconv.params import (DeconvolutionParam, infer_geometry, parse_bool_text,
+                             parse_int_text, parse_params, parse_shape_text)
 from strategies import EDGE_CASES, configs, full_size
 
 
@@ -124,16 +125,82 @@ def test_param_errors(overrides, message):
 
 @pytest.mark.parametrize("overrides, message", [
     (dict(kernel=(3.0, 3)), "kernel[0] must be an integer, got 3.0"),
-    (dict(kernel="3"), "kernel must be a tuple of integers"),
+    (dict(kernel=b"3"), "kernel must be a tuple of integers"),
     (dict(kernel=(True, 3)), "kernel[0] must be an integer"),
     (dict(stride=(2, 1.5)), "stride[1] must be an integer"),
     (dict(num_filter=2.5), "num_filter must be an integer"),
-    (dict(num_group="1"), "num_group must be an integer"),
-    (dict(no_bias="no"), "no_bias must be a bool"),
+    (dict(num_group=1.0), "num_group must be an integer"),
+    (dict(no_bias=2), "no_bias must be a bool"),
 ])
 def test_param_type_errors(overrides, message):
     with raises(message, TypeError):
         DeconvolutionParam.from_kwargs(**{**VALID, **overrides})
+
+
+# -- MXNet's text forms (dmlc's parser; tests/test_attr_forms.py checks them against
+# MXNet 1.9.1 itself) ------------------------------------------------------------------
+SHAPE_TEXT = [
+    ("(3, 3)", (3, 3)), ("(3,3)", (3, 3)), ("[3,3]", (3, 3)), ("(3, 3,)", (3, 3)),
+    (" ( 3 , 3 ) ", (3, 3)), ("(3L, 3L)", (3, 3)), ("(3, 3]", (3, 3)), ("[3, 3)", (3, 3)),
+    ("(+3, 3)", (3, 3)), ("(03, -3)", (3, -3)), ("3", (3,)), (" 3 ", (3,)), ("-3", (-3,)),
+    ("(3,)", (3,)), ("[7]", (7,)), ("()", ()), ("[ ]", ()), ("(2, 2, 2)", (2, 2, 2)),
+    ("None", None), ("None  ", None), ("N one", None),
+]
+BAD_SHAPE_TEXT = ["", " ", "(3, x)", "(3 3)", "33x", "3,3", "((3, 3))", "(3, 3", "(3, 3)x",
+                  "(3,,3)", "(3.0, 3.0)", "3.0", "3L", "+3", "(0x3, 3)", "(3L , 3)", "(,)",
+                  "{3, 3}", "Nonsense", "none", "(None)", "(3, 3) (3, 3)"]
+
+
+@pytest.mark.parametrize("text, shape", SHAPE_TEXT)
+def test_shape_text(text, shape):
+    assert parse_shape_text("kernel", text) == shape
+
+
+@pytest.mark.parametrize("text", BAD_SHAPE_TEXT)
+def test_bad_shape_text(text):
+    with raises(f"Invalid Parameter format for kernel expect Shape(tuple) such as '(3, 3)', "
+                f"'[3, 3]' or '3' but value={text!r}"):
+        parse_shape_text("kernel", text)
+
+
+@pytest.mark.parametrize("text, value", [("6", 6), (" 6 ", 6), ("+6", 6), ("06", 6),
+                                         ("-6", -6), ("\t6\n", 6)])
+def test_int_text(text, value):
+    assert parse_int_text("num_filter", text) == value
+
+
+@pytest.mark.parametrize("text", ["", "6.5", "6.0", "6e0", "6L", "0x6", "six", "None", "6 6",
+                                  "+-6", "٦"])
+def test_bad_int_text(text):
+    with raises(f"Invalid Parameter format for num_filter expect int such as '6' "
+                f"but value={text!r}"):
+        parse_int_text("num_filter", text)
+
+
+@pytest.mark.parametrize("text, value", [("true", True), ("True", True), ("TRUE", True),
+                                         ("tRuE", True), ("1", True), ("false", False),
+                                         ("False", False), ("FALSE", False), ("0", False)])
+def test_bool_text(text, value):
+    assert parse_bool_text("no_bias", text) is value
+
+
+@pytest.mark.parametrize("text", ["", "yes", "no", "maybe", "2", "1.0", " true", "true ",
+                                  "None", "t", "\u0130"])
+def test_bad_bool_text(text):
+    with raises(f"Invalid Parameter format for no_bias expect boolean ('true', 'false', "
+                f"'1' or '0', any case) but value={text!r}"):
+        parse_bool_text("no_bias", text)
+
+
+def test_text_parameters_equal_python_ones():
+    text = DeconvolutionParam.from_kwargs(
+        kernel="(3, 3)", num_filter="8", stride="[2,2]", pad="(1, 1)", adj="(1,1)",
+        dilate="()", target_shape="()", num_group="2", no_bias="False",
+        layout="None", workspace="512", cudnn_tune="None", cudnn_off="true")
+    values = DeconvolutionParam.from_kwargs(
+        kernel=(3, 3), num_filter=8, stride=(2, 2), pad=(1, 1), adj=(1, 1), num_group=2,
+        no_bias=False)
+    assert text == values and hash(text) == hash(values)
 
 
 def test_unknown_keyword_is_a_type_error():

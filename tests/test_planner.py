@@ -115,6 +115,34 @@ def test_small_layers_may_run_on_one_thread_without_changing_the_callers_count()
     assert any(m.threads == 1 for m in plan.verdict.measured) or before == 1
 
 
+@pytest.mark.parametrize("counts", [(2, 1), (1, 2)])
+def test_backward_passes_planned_for_different_thread_counts_each_run_on_their_own(
+        monkeypatch, counts):
+    """The planner picks each pass's thread count apart; a pass must never run
+    on more threads than its primitive was created for."""
+    previous = mxdeconv.get_num_threads()
+    mxdeconv.set_num_threads(2)
+    options = iter([[counts[0]], [counts[1]]])  # backward weights is planned first
+    monkeypatch.setattr(plans, "_thread_options", lambda geom: next(options))
+    monkeypatch.setattr(plans, "_store", plans.plan_store.PlanStore(None))  # tune afresh
+    try:
+        x, w, b = _arrays(seed=3)
+        og = nd.array(np.random.default_rng(4).standard_normal((2, 32, 11, 11))
+                      .astype(np.float32))
+        with autograd.train_mode():
+            dx, dw, db = nd.Deconvolution_backward(og, x, w, b, **KW)
+        found = plans.backward_plans(_geometry(x), "float32")
+        assert (found.weights.threads, found.data.threads) == counts
+        assert mxdeconv.get_num_threads() == 2
+        ref = reference_backward(og.asnumpy(), x.asnumpy(), w.asnumpy(), kernel=(3, 3),
+                                 stride=(2, 2), dilate=(1, 1), pad_l=(1, 1), pad_r=(1, 1),
+                                 num_group=1, with_bias=True)
+        for got, expected in zip((dx, dw, db), ref):
+            np.testing.assert_allclose(got.asnumpy(), expected, **TOL)
+    finally:
+        mxdeconv.set_num_threads(previous)
+
+
 # -- the plan cache on disk -----------------------------------------------------------
 def _run(code, cache_dir, timeout=300):
     env = dict(os.environ, MXDECONV_CACHE_DIR=str(cache_dir), PYTHONWARNINGS="always")

@@ -1,0 +1,51 @@
+"""Type stubs for the compiled hot path (``mxdeconv/_exec.pyx``): NDArrays in
+and out of oneDNN plans, and prepared calls."""
+from typing import Any, Dict, Optional, Tuple, Union
+
+from ._ops import BackwardDataPlan, BackwardWeightsPlan, ForwardPlan
+from .ndarray import NDArray
+
+_Grads = Tuple[Optional[NDArray], Optional[NDArray], Optional[NDArray]]
+
+
+class Output:
+    """Where a primitive writes one result, and how it reaches its target."""
+
+
+class Miss:
+    """No prepared call for a signature; ``key`` is where to keep one (or None)."""
+
+    @property
+    def key(self) -> Optional[Tuple[Any, ...]]: ...
+
+
+class PreparedForward:
+    """A validated, planned forward signature on the oneDNN path."""
+
+    def __init__(self, plan: ForwardPlan, training: bool, accumulate: bool,
+                 req: str) -> None: ...
+    def run(self, data: NDArray, weight: NDArray, bias: Optional[NDArray],
+            out: Optional[NDArray], params: Dict[str, Any]) -> NDArray: ...
+
+
+class PreparedBackward:
+    """A validated, planned backward signature on the oneDNN path."""
+
+    def __init__(self, data_plan: BackwardDataPlan, weights_plan: BackwardWeightsPlan,
+                 reqs: Tuple[str, str, str]) -> None: ...
+    def run(self, out_grad: NDArray, data: NDArray, weight: NDArray,
+            grads: Tuple[Any, ...]) -> _Grads: ...
+
+
+def deconv_forward(plan: ForwardPlan, data: NDArray, weight: NDArray,
+                   bias: Optional[NDArray], out: Optional[NDArray], accumulate: bool,
+                   training: bool) -> NDArray: ...
+def deconv_backward(data_plan: BackwardDataPlan, weights_plan: BackwardWeightsPlan,
+                    out_grad: NDArray, data: NDArray, weight: NDArray,
+                    grads: Tuple[Any, ...], accumulate: Tuple[bool, bool, bool],
+                    needed: Tuple[bool, bool, bool]) -> _Grads: ...
+def forward(data: Any, weight: Any, bias: Any, out: Any, req: Any, train: Any,
+            params: Dict[str, Any]) -> Union[NDArray, Miss]: ...
+def keep(key: Tuple[Any, ...], prepared: Union[PreparedForward, PreparedBackward]) -> None: ...
+def backward(out_grad: Any, data: Any, weight: Any, bias: Any, req: Any, grads: Any,
+             train: Any, params: Dict[str, Any]) -> Union[_Grads, Miss]: ...
