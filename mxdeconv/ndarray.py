@@ -16,7 +16,8 @@ Two rules keep the state safe:
   read once by every operation, and replaced by compare-and-swap, so threads
   reading one blocked array never see a layout that does not match its bytes.
 * Memory visible outside mxdeconv (a NumPy view from ``np.asarray``, a DLPack
-  export or import, a ``detach()``) is *exposed*: such an array keeps its buffer
+  export or import, a ``detach()``, an NDArray view from indexing or
+  ``reshape``) is *exposed*: such an array keeps its buffer
   for good, so the view never goes stale.  Operators that prefer another layout
   (an inference weight) then reorder into a temporary on every call instead of
   swapping the buffer.

@@ -4,6 +4,7 @@ Pure functions of shapes (no arrays), checked the way MXNet checks them, so
 that NDArray's methods can turn MXNet's arguments into the plain shapes and
 axes NumPy takes.
 
+>>> from mxdeconv.shapes import infer_reshape, reduce_axes
 >>> infer_reshape((2, 3, 4), (0, -1))
 (2, 12)
 >>> reduce_axes((2, 3, 4), 1, exclude=True)
@@ -41,6 +42,7 @@ def infer_reshape(shape: Sequence[int], codes: Any, reverse: bool = False) -> Tu
     values (one of them may be -1).  ``reverse=True`` applies them from right
     to left.  The size must not change.
 
+    >>> from mxdeconv.shapes import infer_reshape
     >>> infer_reshape((2, 3, 4), (-3, -2))
     (6, 4)
     >>> infer_reshape((2, 3, 4), (2, -4, -1, 3, -2))
@@ -135,6 +137,7 @@ def _split_rest(whole: int, other: int, codes: Tuple[int, ...], reverse: bool) -
 def normalize_axis(name: str, axis: Any, ndim: int) -> int:
     """One axis in ``[-ndim, ndim)`` as a non-negative int.
 
+    >>> from mxdeconv.shapes import normalize_axis
     >>> normalize_axis("axis", -1, 3)
     2
     """
@@ -153,6 +156,7 @@ def reduce_axes(shape: Sequence[int], axis: Any, exclude: bool = False,
     ``axis`` None or ``()`` means every axis (MXNet's default); ``exclude=True``
     reduces every axis *not* listed.  Duplicates and axes out of range raise.
 
+    >>> from mxdeconv.shapes import reduce_axes
     >>> reduce_axes((2, 3), None) is None
     True
     >>> reduce_axes((2, 3), (0, 1), exclude=True)
