@@ -21,8 +21,9 @@ from .shapes import infer_reshape, normalize_axis, reduce_axes
 
 __all__ = ["HOOKS", "NDArrayMethods"]
 
-#: ``ufunc``, ``function``, ``getitem``, ``setitem``, ``astype``, ``copyto``:
-#: filled by mxdeconv.numpy_protocols and mxdeconv.indexing.
+#: ``ufunc``, ``function``, ``astype``, ``copyto``, ``as_in_context``,
+#: ``reshape_copy`` (filled by mxdeconv.numpy_protocols), ``getitem``,
+#: ``setitem`` (by mxdeconv.indexing).
 HOOKS: Dict[str, Callable[..., Any]] = {}
 
 
@@ -117,8 +118,7 @@ class NDArrayMethods:
         >>> nd.zeros((2, 3, 4)).flatten().shape, nd.zeros((3,)).flatten().shape
         ((2, 12), (3, 1))
         """
-        flat = self.reshape((0, -1))
-        return flat if inplace else flat.copy()
+        return self._reshaped(infer_reshape(self.shape, (0, -1)), inplace)
 
     def expand_dims(self, axis: int, inplace: bool = False) -> Any:
         """The array with a new axis of length 1 at ``axis`` (``-ndim-1 <= axis <= ndim``);
@@ -129,9 +129,7 @@ class NDArrayMethods:
         (2, 1, 3)
         """
         position = normalize_axis("axis", axis, self.ndim + 1)
-        shape = self.shape[:position] + (1,) + self.shape[position:]
-        view = np.reshape(self, shape)
-        return view if inplace else view.copy()
+        return self._reshaped(self.shape[:position] + (1,) + self.shape[position:], inplace)
 
     def squeeze(self, axis: Any = None, inplace: bool = False) -> Any:
         """The array without axes of length 1 (all of them, or those in ``axis``);
@@ -152,8 +150,14 @@ class NDArrayMethods:
         shape = tuple(extent for a, extent in enumerate(self.shape) if a not in axes)
         if not shape and self.ndim:
             shape = (1,)  # MXNet keeps one axis: its NDArray has no 0-d results
-        view = np.reshape(self, shape)
-        return view if inplace else view.copy()
+        return self._reshaped(shape, inplace)
+
+    def _reshaped(self, shape: Any, inplace: bool) -> Any:
+        """A view of another shape (``inplace=True``), or a reshaped copy that
+        leaves this array unexposed."""
+        if not isinstance(inplace, (bool, np.bool_)):
+            raise TypeError(f"inplace must be a bool, got {inplace!r}")
+        return np.reshape(self, shape) if inplace else _hook("reshape_copy")(self, shape)
 
     @property
     def T(self) -> Any:

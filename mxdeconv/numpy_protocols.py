@@ -157,6 +157,7 @@ def _operands(name: str, inputs: Tuple[Any, ...]) -> Tuple[Tuple[Optional[NDArra
                              "(MXNet does not promote dtypes: convert one with astype)")
     if dtype is None:
         raise TypeError(f"{name}: at least one operand must be an NDArray")
+    _arithmetic_dtype(name, dtype)
     values = []
     for side, value, arr in zip(sides, inputs, arrays):
         if arr is not None:
@@ -166,6 +167,15 @@ def _operands(name: str, inputs: Tuple[Any, ...]) -> Tuple[Tuple[Optional[NDArra
         else:
             values.append(scalar(f"{name}: {side}", value, dtype))
     return tuple(arrays), tuple(values), dtype
+
+
+def _arithmetic_dtype(name: str, dtype: np.dtype) -> None:
+    """Bool arrays (``nd.load`` returns them) take copies, indexing and astype,
+    not arithmetic: MXNet's NDArray operators refuse them outside NumPy mode."""
+    if dtype == np.bool_:
+        raise TypeError(f"{name}: operands of dtype bool are not supported (MXNet's NDArray "
+                        "operators take none); convert with astype('int32') or "
+                        "astype('float32') first")
 
 
 def _truncating_divide(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
@@ -223,14 +233,14 @@ def array_ufunc(ufunc: np.ufunc, method: str, inputs: Tuple[Any, ...],
         raise MXNetError(f"{op}: operands could not be broadcast together with shapes "
                          f"{', '.join(str(v.shape) for v in values)}") from None
     if out is not None:
-        return _in_place(op, ufunc, out, inputs, arrays, values, dtype, shape)
+        return _in_place(op, ufunc, out, arrays, values, dtype, shape)
     check_gradient(op, op, arrays)
     result = NDArray(_compute(ufunc, values, dtype, shape))
     constants = tuple(v if a is None else None for a, v in zip(arrays, values))
     return tape.record_op(op, result, arrays, constants)
 
 
-def _in_place(op: str, ufunc: np.ufunc, out: Tuple[Any, ...], inputs: Tuple[Any, ...],
+def _in_place(op: str, ufunc: np.ufunc, out: Tuple[Any, ...],
               arrays: Tuple[Optional[NDArray], ...], values: Tuple[np.ndarray, ...],
               dtype: np.dtype, shape: Tuple[int, ...]) -> NDArray:
     """``x += y`` and ``np.add(x, y, out=x)``: computed, then written into ``out``."""
@@ -349,6 +359,7 @@ def _reduction(op: str, compute: Callable[..., np.ndarray]) -> Callable[..., NDA
         _no_extras(op, dtype=dtype, out=out, **rest)
         axes = _axes(op, axis, arr.ndim)
         keep = _keepdims(op, keepdims)
+        _arithmetic_dtype(op, arr.dtype)
         check_gradient(op, op, (arr,))
         values = arr._plain()
         with np.errstate(all="ignore"):
@@ -408,6 +419,7 @@ def _norm(x: Any, ord: Any = None, axis: Any = None, keepdims: Any = False) -> N
         raise MXNetError(f"norm: only ord=1 and ord=2 are supported (MXNet's norm), got {ord!r}")
     axes = _axes("norm", axis, arr.ndim)
     keep = _keepdims("norm", keepdims)
+    _arithmetic_dtype("norm", arr.dtype)
     check_gradient("norm", "norm", (arr,))
     values = arr._plain()
     wide = np.float64 if values.dtype.kind in "iu" else _accumulator(values.dtype)
@@ -440,6 +452,13 @@ def _reshape(a: Any, newshape: Any = None, order: str = "C", *, shape: Any = Non
         raise TypeError(f"reshape: the new shape must be ints, got {target!r}: {error}") \
             from None
     return _shared(arr, lambda buffer: buffer.reshape(target), "reshape", arr.shape)
+
+
+def reshape_copy(arr: NDArray, shape: Tuple[int, ...]) -> NDArray:
+    """A reshaped copy (``flatten()``, ``expand_dims()``): recorded as a reshape,
+    and ``arr`` stays unexposed."""
+    check_gradient("reshape", "reshape", (arr,))
+    return tape.record_op("reshape", wrap(arr._plain().reshape(shape)), (arr,), arr.shape)
 
 
 def _shared(arr: NDArray, view_of: Callable[[np.ndarray], np.ndarray], op: str,
@@ -597,4 +616,4 @@ def as_in_context(arr: NDArray, context: Any) -> NDArray:
 
 
 ndmethods.HOOKS.update(ufunc=array_ufunc, function=array_function, astype=astype,
-                       copyto=copyto, as_in_context=as_in_context)
+                       copyto=copyto, as_in_context=as_in_context, reshape_copy=reshape_copy)

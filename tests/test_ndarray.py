@@ -22,6 +22,7 @@ import mxdeconv
 from mxdeconv import MXNetError, autograd, nd
 from mxdeconv.context import context_arg
 from mxdeconv.indexing import NDArrayIndexError
+from mxdeconv.ndarray import NDArray
 from mxdeconv.shapes import infer_reshape
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -203,6 +204,11 @@ def test_views_share_memory_and_are_exposed():
     copy = c[:, 1:2]  # not one block: a copy, nothing exposed
     assert not c._exposed and not copy._exposed
     assert c[:] is c and c[()] is c
+    # Copies made by shape methods leave the source unexposed.
+    for copy in (c.flatten(), c.expand_dims(0), c.T, c.transpose(), c[[0]], c.copy()):
+        assert not copy._exposed
+    assert not c._exposed
+    assert c.flatten(inplace=True)._exposed and c._exposed
 
 
 def test_reshape_special_values_match_the_documented_examples():
@@ -321,6 +327,9 @@ X = lambda: nd.arange(6).reshape((2, 3))  # noqa: E731
     (lambda: mxdeconv.random.seed(1.5), TypeError, "seed_state must be an int"),
     (lambda: mxdeconv.random.seed(-1), MXNetError, r"seed_state must be in \[0, 2\*\*32\)"),
     (lambda: nd.zeros_like([1]), TypeError, "zeros_like: data must be an NDArray"),
+    (lambda: NDArray(np.array([True])) + 1, TypeError, "add: operands of dtype bool are not"),
+    (lambda: NDArray(np.array([True])).sum(), TypeError, "sum: operands of dtype bool"),
+    (lambda: X().flatten(inplace=1), TypeError, "inplace must be a bool"),
     (lambda: np.add(X(), 1, where=True), TypeError, "no keyword arguments besides out="),
     (lambda: np.sum(X(), dtype="float64"), TypeError, "sum: NDArray does not take dtype"),
 ])
