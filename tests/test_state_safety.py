@@ -630,3 +630,16 @@ def test_basics_on_one_blocked_array_from_threads():
             np.testing.assert_array_equal(values(y), expected)
     finally:
         sys.setswitchinterval(previous)
+
+
+def test_views_as_deconvolution_data_and_out():
+    layers, rng = Layers(2), np.random.default_rng(26)
+    batch = nd.array(_rand(rng, (4, 16, 2, 2)))
+    w = nd.array(_rand(rng, layers.square, 0.2))
+    out = nd.zeros((4, 16, 4, 4))
+    for start in (0, 2):  # mini-batches as views in, views of one result out
+        nd.Deconvolution(batch[start:start + 2], w, out=out[start:start + 2],
+                         **layers.kwargs(layers.k3))
+    np.testing.assert_allclose(out.asnumpy(), layers.ref(batch.asnumpy(), w.asnumpy(),
+                                                         layers.k3), **TOL)
+    assert out.layout == "default" and batch._exposed and out._exposed
