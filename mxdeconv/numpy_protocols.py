@@ -73,11 +73,15 @@ def scalar(name: str, value: Any, dtype: np.dtype) -> np.ndarray:
                              f"({info.min} to {info.max})")
         return np.asarray(whole, dtype=dtype)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # overflow to inf, as MXNet
+        if dtype.kind == "f" and abs(float(value)) <= _FLOAT_MAX.get(dtype, 0.0):
+            return np.asarray(value, dtype=dtype)  # fits: no overflow to silence
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow to inf, as MXNet
             return np.asarray(value, dtype=dtype)
     except (OverflowError, TypeError, ValueError):
         raise MXNetError(f"{name} {_short(value)} does not fit in {dtype}") from None
+
+
+_FLOAT_MAX = {np.dtype(t): float(np.finfo(t).max) for t in (np.float16, np.float32, np.float64)}
 
 
 def _short(value: Any) -> str:
@@ -169,6 +173,21 @@ def _operands(name: str, inputs: Tuple[Any, ...]) -> Tuple[Tuple[Optional[NDArra
     return tuple(arrays), tuple(values), dtype
 
 
+def _broadcast(name: str, values: Tuple[np.ndarray, ...]) -> Tuple[int, ...]:
+    """The operands' broadcast shape (the common cases without NumPy's helper,
+    which costs a microsecond per call)."""
+    shapes = {v.shape for v in values}
+    if len(shapes) == 1:
+        return values[0].shape
+    if len(shapes) == 2 and () in shapes:
+        return max(shapes, key=len)
+    try:
+        return np.broadcast_shapes(*(v.shape for v in values))
+    except ValueError:
+        raise MXNetError(f"{name}: operands could not be broadcast together with shapes "
+                         f"{', '.join(str(v.shape) for v in values)}") from None
+
+
 def _arithmetic_dtype(name: str, dtype: np.dtype) -> None:
     """Bool arrays (``nd.load`` returns them) take copies, indexing and astype,
     not arithmetic: MXNet's NDArray operators refuse them outside NumPy mode."""
@@ -227,11 +246,7 @@ def array_ufunc(ufunc: np.ufunc, method: str, inputs: Tuple[Any, ...],
         raise TypeError(f"{op}: NDArray operands take no keyword arguments besides out=, got "
                         f"{sorted(kwargs)}")
     arrays, values, dtype = _operands(op, inputs)
-    try:
-        shape = np.broadcast_shapes(*(v.shape for v in values))
-    except ValueError:
-        raise MXNetError(f"{op}: operands could not be broadcast together with shapes "
-                         f"{', '.join(str(v.shape) for v in values)}") from None
+    shape = _broadcast(op, values)
     if out is not None:
         return _in_place(op, ufunc, out, arrays, values, dtype, shape)
     check_gradient(op, op, arrays)
