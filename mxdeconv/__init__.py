@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional
 
-from . import autograd, buffers, gluon, nd, plans
+from . import autograd, buffers, gluon, nd, plans, random
 from .autograd import is_training, predict_mode, set_training, train_mode
 from ._loader import ERROR as EXTENSION_ERROR
 from ._loader import ops as _ops
@@ -24,7 +24,7 @@ __all__ = ["Context", "Float16OverflowWarning", "KernelDefectWarning", "MXNetErr
            "NDArray", "autograd", "cache_info", "buffer_pool_info", "clear_cache", "cpu", "current_context", "empty_buffer_pool",
            "explain", "gluon", "gpu",
            "get_num_threads", "is_training", "last_impl", "nd", "onednn_enabled",
-           "plan_cache_path", "predict_mode", "reorder_counts", "reset_reorder_counts",
+           "plan_cache_path", "predict_mode", "random", "reorder_counts", "reset_reorder_counts",
            "runtime_info", "set_buffer_pool_limit", "set_cache_capacity", "set_num_threads", "set_onednn_enabled",
            "set_training", "set_tuning", "train_mode", "tuning_enabled", "use_impl"]
 

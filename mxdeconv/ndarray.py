@@ -16,7 +16,8 @@ Two rules keep the state safe:
   read once by every operation, and replaced by compare-and-swap, so threads
   reading one blocked array never see a layout that does not match its bytes.
 * Memory visible outside mxdeconv (a NumPy view from ``np.asarray``, a DLPack
-  export or import, a ``detach()``) is *exposed*: such an array keeps its buffer
+  export or import, a ``detach()``, an NDArray view from indexing or
+  ``reshape``) is *exposed*: such an array keeps its buffer
   for good, so the view never goes stale.  Operators that prefer another layout
   (an inference weight) then reorder into a temporary on every call instead of
   swapping the buffer.
@@ -25,15 +26,16 @@ from __future__ import annotations
 
 import numbers
 import threading
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+from typing import Any, Optional, Tuple
 
 import numpy as np
 
 from . import tape
 from .base import MXNetError
-from .context import Context, current_context
+from .context import Context, context_arg, current_context
 from .buffers import aligned_empty
-from .dtypes import BFLOAT16, SUPPORTED as _SUPPORTED_DTYPES, is_float_dtype
+from .dtypes import BFLOAT16, NDARRAY_DTYPES, is_float_dtype
+from .ndmethods import NDArrayMethods
 
 __all__ = ["BFLOAT16", "DEFAULT_LAYOUT", "NDArray", "array", "as_ndarray", "empty",
            "from_dlpack", "is_float_dtype", "ones", "to_dlpack_for_read",
@@ -43,18 +45,22 @@ DEFAULT_LAYOUT = "default"
 # Guards the compare-and-swap of an NDArray's state; held for a few bytecodes,
 # never while a reorder runs.
 _STATE_LOCK = threading.Lock()
-#: Operators behind NDArray's arithmetic (``+``, ``*``): filled by
-#: :mod:`mxdeconv.elementwise`, which sits above this module.
-OPERATORS: Dict[str, Callable[[Any, Any], Any]] = {}
 
 
-class NDArray:
+class NDArray(NDArrayMethods):
     """An n-dimensional array on the CPU, in MXNet's style.
+
+    Arithmetic, comparisons, reductions, indexing and shape methods follow
+    MXNet 1.9.1 and are computed by NumPy through its array protocols (see
+    :mod:`mxdeconv.ndmethods` and :mod:`mxdeconv.numpy_protocols`): NumPy
+    functions called on NDArrays return NDArrays too.
 
     >>> from mxdeconv import nd
     >>> x = nd.array([[1, 2], [3, 4]])
     >>> x.shape, x.dtype, x.layout
     ((2, 2), dtype('float32'), 'default')
+    >>> (x - 1)[1].asnumpy(), (x > 2).asnumpy().tolist()
+    (array([2., 3.], dtype=float32), [[0.0, 0.0], [1.0, 1.0]])
     """
 
     __slots__ = ("_state", "_shape", "_dtype", "_grad", "_grad_req", "_node", "_version",
@@ -226,26 +232,6 @@ class NDArray:
         >>> nd.ones((2,)).wait_to_write()
         """
 
-    def copy(self) -> "NDArray":
-        """A deep copy in the default layout.
-
-        >>> from mxdeconv import nd
-        >>> x = nd.ones((2,))
-        >>> y = x.copy()
-        >>> y is x, y.asnumpy()
-        (False, array([1., 1.], dtype=float32))
-        """
-        return _same_dtype_copy(self._plain())
-
-    def astype(self, dtype: Any) -> "NDArray":
-        """A copy converted to ``dtype``.
-
-        >>> from mxdeconv import nd
-        >>> nd.ones((2,)).astype("float64").dtype
-        dtype('float64')
-        """
-        return array(self._plain(), dtype=dtype)
-
     def __repr__(self) -> str:
         dims = "x".join(str(d) for d in self._shape)
         return f"\n{self._plain()!s}\n<NDArray {dims} @cpu(0)>"
@@ -260,10 +246,10 @@ class NDArray:
         return _same_dtype_copy, (self._plain().copy(),)
 
     def __copy__(self) -> "NDArray":
-        return self.copy()
+        return _same_dtype_copy(self._plain())
 
     def __deepcopy__(self, memo: Any) -> "NDArray":
-        return self.copy()
+        return _same_dtype_copy(self._plain())
 
     # -- autograd (see mxdeconv.autograd) -----------------------------------
     def attach_grad(self, grad_req: str = "write", stype: Any = None) -> None:
@@ -290,7 +276,7 @@ class NDArray:
                             f"{type(grad_req).__name__}")
         if grad_req not in tape.GRAD_REQS:
             raise MXNetError(f"grad_req must be one of {tape.GRAD_REQS}, got {grad_req!r}")
-        tape.set_variable(self, zeros(self._shape, self._dtype), grad_req)
+        tape.set_variable(self, zeros(self._shape, dtype=self._dtype), grad_req)
 
     @property
     def grad(self) -> Optional["NDArray"]:
@@ -322,7 +308,7 @@ class NDArray:
 
     def _ones_like(self) -> "NDArray":
         """Ones of this shape and dtype (the tape's default head gradient)."""
-        return ones(self._shape, self._dtype)
+        return ones(self._shape, dtype=self._dtype)
 
     def detach(self) -> "NDArray":
         """A new array sharing this one's memory, outside any recorded graph.
@@ -338,19 +324,6 @@ class NDArray:
         detached = NDArray(self._expose())
         detached._exposed = True
         return detached
-
-    # -- elementwise arithmetic (mxdeconv.elementwise fills OPERATORS) ---------
-    def __add__(self, other: Any) -> "NDArray":
-        return OPERATORS["add"](self, other)
-
-    def __radd__(self, other: Any) -> "NDArray":
-        return OPERATORS["add"](other, self)
-
-    def __mul__(self, other: Any) -> "NDArray":
-        return OPERATORS["multiply"](self, other)
-
-    def __rmul__(self, other: Any) -> "NDArray":
-        return OPERATORS["multiply"](other, self)
 
     # -- DLPack ---------------------------------------------------------------
     def __dlpack__(self, stream: Any = None, **kwargs: Any) -> Any:
@@ -385,14 +358,16 @@ class NDArray:
 
 
 def _check_dtype(dtype: Any, name: str = "dtype") -> np.dtype:
+    if dtype is None:
+        raise TypeError(f"{name} must name a dtype, got None")
     try:
         dtype = np.dtype(dtype)
     except TypeError as error:
-        raise TypeError(f"{name} must name a floating-point dtype, got {dtype!r}: "
+        raise TypeError(f"{name} must name a dtype such as 'float32', got {dtype!r}: "
                         f"{error}") from None
-    if dtype not in _SUPPORTED_DTYPES:
+    if dtype not in NDARRAY_DTYPES:
         raise TypeError(f"unsupported {name} {dtype}: mxdeconv arrays are "
-                        f"{', '.join(str(d) for d in _SUPPORTED_DTYPES)}")
+                        f"{', '.join(str(d) for d in NDARRAY_DTYPES)}")
     return dtype
 
 
@@ -442,19 +417,27 @@ def _host_values(source: Any) -> Tuple[np.ndarray, bool]:
     return values, python_values
 
 
-def array(source: Any, dtype: Any = None) -> NDArray:
+def array(source: Any, ctx: Any = None, dtype: Any = None) -> NDArray:
     """Copy ``source`` (array-like, NumPy array or NDArray) into a new NDArray.
 
-    The default dtype is ``float32`` for Python lists and NDArray's own dtype
-    or the NumPy array's floating dtype otherwise.  The data is always copied:
-    the result never aliases ``source``.
+    The default dtype is an NDArray's own dtype, a NumPy array's floating
+    dtype, and ``float32`` otherwise (Python values, NumPy integers), as in
+    MXNet.  ``ctx`` is a CPU context (see :func:`mxdeconv.context.context_arg`).
+    The data is always copied: the result never aliases ``source``.
 
+    >>> import mxdeconv
     >>> from mxdeconv import nd
     >>> nd.array([1.5, 2.5], dtype="float64").dtype
     dtype('float64')
+    >>> nd.array([1, 2], mxdeconv.cpu(), "int32").asnumpy()
+    array([1, 2], dtype=int32)
     """
+    if ctx is not None:
+        context_arg("ctx", ctx)
     if isinstance(source, NDArray):
         values, python_values = source._plain(), False
+        if dtype is None:
+            dtype = values.dtype
     else:
         values, python_values = _host_values(source)
     if dtype is None:  # Python lists and numbers: float32, as in MXNet
@@ -476,36 +459,41 @@ def _same_dtype_copy(values: np.ndarray) -> NDArray:
     return NDArray(buffer)
 
 
-def empty(shape: Any, dtype: Any = np.float32) -> NDArray:
-    """An uninitialised NDArray in the default layout.
+def empty(shape: Any, ctx: Any = None, dtype: Any = None) -> NDArray:
+    """An uninitialised NDArray in the default layout (``dtype`` None: float32).
+
+    The arguments are MXNet's, in its order: ``nd.empty((2, 3), mx.cpu(), "float64")``.
 
     >>> from mxdeconv import nd
     >>> nd.empty((2, 3)).shape
     (2, 3)
     """
-    return NDArray(aligned_empty(_shape_arg(shape), _check_dtype(dtype)))
+    if ctx is not None:
+        context_arg("ctx", ctx)
+    return NDArray(aligned_empty(_shape_arg(shape),
+                                 np.dtype(np.float32) if dtype is None else _check_dtype(dtype)))
 
 
-def zeros(shape: Any, dtype: Any = np.float32) -> NDArray:
-    """An NDArray of zeros.
+def zeros(shape: Any, ctx: Any = None, dtype: Any = None) -> NDArray:
+    """An NDArray of zeros (arguments as :func:`empty`).
 
     >>> from mxdeconv import nd
     >>> nd.zeros((2, 3)).shape
     (2, 3)
     """
-    out = empty(shape, dtype)
+    out = empty(shape, ctx, dtype)
     out._state[0].fill(0)
     return out
 
 
-def ones(shape: Any, dtype: Any = np.float32) -> NDArray:
-    """An NDArray of ones.
+def ones(shape: Any, ctx: Any = None, dtype: Any = None) -> NDArray:
+    """An NDArray of ones (arguments as :func:`empty`).
 
     >>> from mxdeconv import nd
     >>> nd.ones((2,), dtype="float64").asnumpy()
     array([1., 1.])
     """
-    out = empty(shape, dtype)
+    out = empty(shape, ctx, dtype)
     out._state[0].fill(1)
     return out
 
@@ -529,10 +517,10 @@ def from_dlpack(source: Any) -> NDArray:
 
     ``source`` is an object with ``__dlpack__`` (a PyTorch tensor, a NumPy
     array, another NDArray) or a DLPack capsule.  It must be a C-contiguous
-    CPU tensor of float16, float32 or float64; anything else raises rather
-    than copying silently (use :func:`array` to copy).  Writes through either
-    side are seen by the other: the NDArray is *exposed* and keeps that memory
-    for good.  A tensor imported through a legacy (unversioned) capsule, such
+    CPU tensor of a dtype NDArray holds (float16/32/64, bfloat16, int8, uint8,
+    int32, int64); anything else raises rather than copying silently (use
+    :func:`array` to copy).  Writes through either side are seen by the other:
+    the NDArray is *exposed* and keeps that memory for good.  A tensor imported through a legacy (unversioned) capsule, such
     as :func:`to_dlpack_for_read` returns, is read-only: DLPack 0.x cannot say
     whether writing is allowed, so NumPy refuses it; the NDArray can still be
     an operator's input.
@@ -604,8 +592,12 @@ def to_dlpack_for_write(data: NDArray) -> Any:
 
 
 def as_ndarray(value: Any, name: str) -> NDArray:
-    """Accept an NDArray as is; copy a NumPy array (never alias the caller's memory)."""
+    """Accept a floating-point NDArray as is; copy a NumPy array (never alias the
+    caller's memory).  Operators (Deconvolution, relu) take floats only."""
     if isinstance(value, NDArray):
+        if not is_float_dtype(value._dtype):
+            raise TypeError(f"{name} must be a floating-point array, got dtype {value._dtype} "
+                            "(convert it with astype('float32'))")
         return value
     if isinstance(value, np.ndarray):
         if not is_float_dtype(value.dtype):

@@ -472,3 +472,224 @@ def test_elementwise_reads_blocked_inputs(rng):
                                             dilate=(1, 1), pad_l=(0, 0), pad_r=(0, 0),
                                             num_group=1), 0)
     assert_allclose(nd.relu(y).asnumpy(), expected, rtol=1e-4, atol=1e-4)
+
+
+# -- NDArray basics: gradients against central finite differences in float64 ----------
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from hypothesis.extra import numpy as hnp  # noqa: E402
+
+FD = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _finite_difference_check(function, values, eps=1e-6):
+    """autograd's gradients of sum(function(*xs) * head) against central differences."""
+    rng = np.random.default_rng(len(values))
+    values = [np.array(v, dtype=np.float64) for v in values]
+    arrays = [nd.array(v, dtype="float64") for v in values]
+    for arr in arrays:
+        arr.attach_grad()
+    with autograd.record():
+        out = function(*arrays)
+    head = rng.uniform(-1, 1, out.shape)
+    out.backward(nd.array(head, dtype="float64"))
+
+    def loss(vals):
+        with autograd.pause():
+            result = function(*[nd.array(v, dtype="float64") for v in vals])
+        return float((result.asnumpy() * head).sum())
+
+    for index, arr in enumerate(arrays):
+        numeric = np.zeros(values[index].shape)
+        for position in np.ndindex(values[index].shape):
+            plus = [v.copy() for v in values]
+            minus = [v.copy() for v in values]
+            plus[index][position] += eps
+            minus[index][position] -= eps
+            numeric[position] = (loss(plus) - loss(minus)) / (2 * eps)
+        assert_allclose(arr.grad.asnumpy(), numeric, rtol=1e-6, atol=1e-6,
+                        err_msg=f"input {index}")
+
+
+def _values(draw, shape, low=-2.0, high=2.0, away_from_zero=False):
+    values = draw(hnp.arrays(np.float64, shape, elements=st.floats(low, high)))
+    if away_from_zero:
+        values = np.where(np.abs(values) < 0.5, np.copysign(0.5, values) + values, values)
+    return values
+
+
+BINARY = {
+    "add": lambda a, b: a + b,
+    "subtract": lambda a, b: a - b,
+    "multiply": lambda a, b: a * b,
+    "divide": lambda a, b: a / b,
+    "power": lambda a, b: abs(a) ** b,
+    "maximum": lambda a, b: np.maximum(a, b),
+}
+
+
+@FD
+@given(data=st.data(), op=st.sampled_from(sorted(BINARY)))
+def test_broadcast_binary_gradients_match_finite_differences(data, op):
+    shapes = data.draw(hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=3, max_side=3))
+    a = _values(data.draw, shapes.input_shapes[0], away_from_zero=True)
+    b = _values(data.draw, shapes.input_shapes[1], away_from_zero=op in ("divide", "power"))
+    if op == "maximum":  # no ties: the gradient is defined
+        b = b + 0.25 * np.sign(b - a.mean()) + 1e-3
+    _finite_difference_check(BINARY[op], [a, b])
+
+
+UNARY = {
+    "negative": lambda a: -a,
+    "abs": lambda a: abs(a),
+    "times constant": lambda a: a * 3 - 1.5,
+    "constant minus": lambda a: 2 - a,
+    "constant over": lambda a: 2 / a,
+    "power 3": lambda a: a ** 3,
+    "power 0.5": lambda a: abs(a) ** 0.5,
+    "constant power": lambda a: 1.5 ** a,
+    "sqrt": lambda a: abs(a).sqrt(),
+    "exp": lambda a: a.exp(),
+    "log": lambda a: abs(a).log(),
+    "square": lambda a: a.square(),
+    "copy": lambda a: a.copy() * a,
+    "astype": lambda a: a.astype("float64") * 2,
+}
+
+
+@FD
+@given(data=st.data(), op=st.sampled_from(sorted(UNARY)))
+def test_unary_gradients_match_finite_differences(data, op):
+    shape = data.draw(hnp.array_shapes(min_dims=0, max_dims=3, max_side=3))
+    _finite_difference_check(UNARY[op], [_values(data.draw, shape, away_from_zero=True)])
+
+
+@FD
+@given(data=st.data(), op=st.sampled_from(["sum", "mean", "max", "min", "prod", "norm",
+                                           "norm1"]))
+def test_reduction_gradients_match_finite_differences(data, op):
+    shape = data.draw(hnp.array_shapes(min_dims=1, max_dims=3, max_side=3))
+    axes = data.draw(st.one_of(st.none(), st.lists(st.integers(0, len(shape) - 1), min_size=1,
+                                                   max_size=len(shape), unique=True)))
+    keepdims = data.draw(st.booleans())
+    exclude = data.draw(st.booleans()) and op not in ("norm", "norm1")
+    values = _values(data.draw, shape, away_from_zero=True)
+    # Distinct values: the extreme of each reduced group is unique.
+    values = values + np.arange(values.size).reshape(shape) * 1e-2
+    if op in ("norm", "norm1"):
+        function = (lambda a: a.norm(ord=1 if op == "norm1" else 2, axis=axes,
+                                     keepdims=keepdims))
+    else:
+        function = (lambda a: getattr(a, op)(axis=axes, keepdims=keepdims, exclude=exclude))
+    _finite_difference_check(function, [values])
+
+
+def _basic_key(draw, shape):
+    key = []
+    for extent in shape:
+        kind = draw(st.sampled_from(["int", "slice", "all"]))
+        if kind == "int":
+            key.append(draw(st.integers(-extent, extent - 1)))
+        elif kind == "slice":
+            key.append(slice(draw(st.integers(-extent, extent)),
+                             draw(st.integers(-extent, extent)) if draw(st.booleans()) else None,
+                             draw(st.sampled_from([None, 1, 2, -1]))))
+        else:
+            key.append(slice(None))
+    if draw(st.booleans()):
+        key.insert(draw(st.integers(0, len(key))), None)
+    return tuple(key)
+
+
+@FD
+@given(data=st.data(), kind=st.sampled_from(["basic", "advanced", "reshape", "transpose",
+                                             "expand_dims", "flatten", "concat", "stack"]))
+def test_shape_and_indexing_gradients_match_finite_differences(data, kind):
+    shape = data.draw(hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=3))
+    values = _values(data.draw, shape)
+    if kind == "basic":
+        key = _basic_key(data.draw, shape)
+        function = lambda a: a[key] * a[key]  # noqa: E731
+    elif kind == "advanced":
+        rows = data.draw(st.lists(st.integers(-shape[0], shape[0] - 1), min_size=1, max_size=4))
+        function = lambda a: a[rows] * 2 + a[rows] * a[rows]  # noqa: E731
+    elif kind == "reshape":
+        codes = data.draw(st.sampled_from([(-1,), (0, -1), (-2, 1), (-3, -2), (1, -1), (-1, 1)]))
+        if codes in ((-3, -2),) and len(shape) < 2:
+            codes = (-1,)
+        function = lambda a: a.reshape(codes) ** 2  # noqa: E731
+    elif kind == "transpose":
+        perm = tuple(data.draw(st.permutations(range(len(shape)))))
+        function = lambda a: a.transpose(perm) * a.transpose(perm)  # noqa: E731
+    elif kind == "expand_dims":
+        axis = data.draw(st.integers(-len(shape) - 1, len(shape)))
+        function = lambda a: a.expand_dims(axis) ** 2  # noqa: E731
+    elif kind == "flatten":
+        function = lambda a: a.flatten() ** 2  # noqa: E731
+    else:
+        other = _values(data.draw, shape)
+        axis = data.draw(st.integers(0, len(shape) - 1 if kind == "concat" else len(shape)))
+        join = nd.concat if kind == "concat" else nd.stack
+        key = "dim" if kind == "concat" else "axis"
+        function = lambda a, b: join(a, b * b, **{key: axis}) ** 2  # noqa: E731
+        _finite_difference_check(function, [values, other])
+        return
+    _finite_difference_check(function, [values])
+
+
+def test_an_operator_without_gradient_raises_inside_record():
+    x = nd.array([0.5, 1.5])
+    x.attach_grad()
+    with autograd.record():
+        for call, name in ((lambda: np.sin(x), "sin"), (lambda: np.cumsum(x), "np.cumsum"),
+                           (lambda: np.add.reduce(x), "np.add.reduce"),
+                           (lambda: nd.random.uniform(x, x + 1), "uniform")):
+            with pytest.raises(MXNetError, match=f"{name}: no gradient is defined"):
+                call()
+        # Without a gradient to lose, they run (as constants).
+        assert np.sin(x.detach()).shape == (2,)
+        mask = x > 1  # comparisons: zero gradients, as in MXNet
+        y = (mask * x).sum()
+    y.backward()
+    assert_allclose(x.grad.asnumpy(), [0.0, 1.0])
+    assert np.sin(x).shape == (2,)  # outside record() anything goes
+
+
+def test_writes_into_recorded_inputs_are_detected():
+    x = nd.array([1.0, 2.0])
+    c = nd.array([3.0, 4.0])
+    x.attach_grad()
+    with autograd.record():
+        y = x * c
+    c[:] = 5  # the recorded multiply would read the new values
+    with pytest.raises(MXNetError, match="input 1 .* was written after the operator was "
+                                         "recorded"):
+        y.backward()
+    with autograd.record():
+        y = x * c
+    c += 1
+    with pytest.raises(MXNetError, match="was written after"):
+        y.backward()
+
+
+def test_views_are_recorded_and_backpropagate():
+    x = nd.array([[1.0, 2.0], [3.0, 4.0]])
+    x.attach_grad()
+    with autograd.record():
+        row = x[1]          # a view of x, recorded as a slice
+        flat = x.reshape((-1,))  # a view, recorded as a reshape
+        y = row * 2 + flat[:2] * 3
+    y.backward()
+    assert_allclose(x.grad.asnumpy(), [[3.0, 3.0], [2.0, 2.0]])
+    assert np.shares_memory(np.asarray(row), np.asarray(x))
+
+
+def test_copyto_from_a_variable_is_recorded():
+    x = nd.array([1.0, 2.0])
+    x.attach_grad()
+    target = nd.zeros((2,))
+    with autograd.record():
+        x.copyto(target)
+        y = target * target
+    y.backward()
+    assert_allclose(x.grad.asnumpy(), [2.0, 4.0])

@@ -19,22 +19,27 @@ DOCS = ROOT / "docs"
 MODULES = ["mxdeconv", "mxdeconv.nd", "mxdeconv.ndarray", "mxdeconv.autograd",
            "mxdeconv.elementwise", "mxdeconv.gluon", "mxdeconv.registry",
            "mxdeconv.params", "mxdeconv.deconvolution", "mxdeconv.serialization",
-           "mxdeconv.activation", "mxdeconv.activation_op"]
+           "mxdeconv.activation", "mxdeconv.activation_op",
+           # NDArray basics
+           "mxdeconv.ndmethods", "mxdeconv.numpy_protocols", "mxdeconv.gradients",
+           "mxdeconv.indexing", "mxdeconv.ndfunctions", "mxdeconv.random", "mxdeconv.shapes"]
 
 
 def _public_objects():
-    for module in (mxdeconv, nd, autograd, gluon):
+    for module in (mxdeconv, nd, autograd, gluon, mxdeconv.random):
         for name in module.__all__:
             obj = getattr(module, name)
             if inspect.isclass(obj) and issubclass(obj, BaseException):
                 continue  # exceptions and warnings: nothing to show by example
             if inspect.isfunction(obj) or inspect.isclass(obj):
                 yield f"{module.__name__}.{name}", obj
-    for name, obj in vars(NDArray).items():
-        if name.startswith("_") and name not in ("__array__", "__dlpack__"):
-            continue
-        if callable(obj) and not isinstance(obj, property):
-            yield f"NDArray.{name}", obj
+    # NDArray's own methods and those its NumPy-computed part (ndmethods) mixes in.
+    for cls in NDArray.__mro__[:-1]:
+        for name, obj in vars(cls).items():
+            if name.startswith("_") and name not in ("__array__", "__dlpack__"):
+                continue
+            if callable(obj) and not isinstance(obj, property):
+                yield f"NDArray.{name}", obj
 
 
 @pytest.mark.parametrize("name,obj", sorted(_public_objects(), key=lambda item: item[0]),
