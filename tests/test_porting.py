@@ -126,3 +126,36 @@ def test_sequential_round_trips_mxnet_names(tmp_path: Path) -> None:
     path = tmp_path / "g.params"
     net.save_parameters(str(path))
     assert path.read_bytes() == (DATA / "dcgan_g.params").read_bytes()
+
+
+def test_sequential_container_rules() -> None:
+    net = dcgan_generator()
+    assert len(net) == 4 and isinstance(net[3], nn.Conv2DTranspose)
+    head = net[:2]
+    assert type(head) is nn.HybridSequential and len(head) == 2 and head[0] is net[0]
+    # name_scope: the container's prefix, counts of its own (as MXNet names them).
+    assert [p.name[len(net.prefix):] for p in net.collect_params().values()][:2] == [
+        "conv0_weight", "conv0_bias"]
+    with pytest.raises(TypeError, match="block"):
+        net.add(np.zeros(3))
+    assert len(net) == 4  # nothing added
+    with pytest.raises(TypeError, match="key"):
+        net["0"]
+    with pytest.raises(mxdeconv.MXNetError, match="params"):
+        nn.Sequential(params={})
+
+
+def test_sequential_load_is_all_or_nothing(tmp_path: Path) -> None:
+    """A file for another network (here: a layer too few) changes no parameter."""
+    net = dcgan_generator()
+    net.initialize()
+    before = {k: p.data().asnumpy().copy() for k, p in net._structural().items()}
+    arrays = nd.load(str(DATA / "dcgan_g.params"))
+    del arrays["3.weight"]
+    path = tmp_path / "short.params"
+    nd.save(str(path), arrays)
+    with pytest.raises(mxdeconv.MXNetError, match="3.weight"):
+        net.load_parameters(str(path))
+    assert all((p.data().asnumpy() == before[k]).all() for k, p in net._structural().items())
+    net.load_parameters(str(path), allow_missing=True)
+    assert (net[0].weight.data().asnumpy() == arrays["0.weight"].asnumpy()).all()
