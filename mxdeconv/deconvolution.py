@@ -148,8 +148,9 @@ def DeconvolutionActivation(data: Any, weight: Any, bias: Any = None, *, act_typ
 
     >>> import numpy as np
     >>> from mxdeconv.deconvolution import DeconvolutionActivation
-    >>> y = DeconvolutionActivation(np.ones((1, 1, 2)), -np.ones((1, 1, 2)), kernel=(2,),
-    ...                             stride=(2,), num_filter=1, act_type="relu")
+    >>> x, w = np.ones((1, 1, 2)), -np.ones((1, 1, 2))
+    >>> y = DeconvolutionActivation(x, w, kernel=(2,), stride=(2,), num_filter=1,
+    ...                             act_type="relu")
     >>> y.asnumpy()
     array([[[0., 0., 0., 0.]]])
     """

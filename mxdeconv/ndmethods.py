@@ -86,8 +86,10 @@ class NDArrayMethods:
 
         >>> from mxdeconv import nd
         >>> x = nd.zeros((2, 3, 4))
-        >>> x.reshape((0, -1)).shape, x.reshape(-3, 4).shape, x.reshape(shape=(4, 6)).shape
-        ((2, 12), (6, 4), (4, 6))
+        >>> x.reshape((0, -1)).shape, x.reshape(-3, 4).shape
+        ((2, 12), (6, 4))
+        >>> x.reshape(shape=(4, 6)).shape
+        (4, 6)
         >>> y = x.reshape((-1,))
         >>> y[0] = 5
         >>> float(x[0, 0, 0].asscalar())
@@ -136,7 +138,8 @@ class NDArrayMethods:
         a copy, or a view with ``inplace=True``.
 
         >>> from mxdeconv import nd
-        >>> nd.zeros((2, 1, 3, 1)).squeeze().shape, nd.zeros((2, 1, 3, 1)).squeeze(1).shape
+        >>> x = nd.zeros((2, 1, 3, 1))
+        >>> x.squeeze().shape, x.squeeze(1).shape
         ((2, 3), (2, 3, 1))
         """
         if axis is None:
@@ -175,8 +178,10 @@ class NDArrayMethods:
 
         >>> from mxdeconv import nd
         >>> x = nd.zeros((2, 3, 4))
-        >>> x.transpose().shape, x.transpose((1, 0, 2)).shape, x.transpose(axes=(2, 0, 1)).shape
-        ((4, 3, 2), (3, 2, 4), (4, 2, 3))
+        >>> x.transpose().shape, x.transpose((1, 0, 2)).shape
+        ((4, 3, 2), (3, 2, 4))
+        >>> x.transpose(axes=(2, 0, 1)).shape
+        (4, 2, 3)
         """
         if args:
             if axes is not None:

@@ -29,7 +29,8 @@ naming the file, the byte offset, what was expected and what was found.
 >>> import os, tempfile
 >>> from mxdeconv import nd
 >>> path = os.path.join(tempfile.mkdtemp(), "arrays.params")
->>> nd.save(path, {"arg:w": nd.ones((2, 3)), "aux:n": nd.zeros((4,), dtype="float64")})
+>>> arrays = {"arg:w": nd.ones((2, 3)), "aux:n": nd.zeros((4,), dtype="float64")}
+>>> nd.save(path, arrays)
 >>> {name: (a.shape, str(a.dtype)) for name, a in nd.load(path).items()}
 {'arg:w': ((2, 3), 'float32'), 'aux:n': ((4,), 'float64')}
 """
