@@ -153,7 +153,7 @@ def tuning_enabled() -> bool:
 
 def plan_cache_path() -> Optional[str]:
     """The file that keeps tuned choices across processes
-    (``$MXDECONV_CACHE_DIR/plans-v1.json``, else the user's cache directory,
+    (``$MXDECONV_CACHE_DIR/plans-v2.json``, else the user's cache directory,
     as the environment said at import), or None when ``MXDECONV_CACHE_DIR`` is
     set empty (choices kept in memory only).
     Delete the file to tune every layer again.

@@ -88,7 +88,7 @@ def test_public_tuning_switch_and_cache_path():
         mxdeconv.set_tuning(0)
     # conftest points MXDECONV_CACHE_DIR at a folder of this test session
     assert mxdeconv.plan_cache_path() == os.path.join(os.environ["MXDECONV_CACHE_DIR"],
-                                                      "plans-v1.json")
+                                                      "plans-v2.json")
 
 
 @pytest.mark.parametrize("training", [False, True])
@@ -175,17 +175,17 @@ def test_a_choice_is_kept_on_disk_and_checked_again(tmp_path):
 @pytest.mark.parametrize("content", ["{not json", '{"format": 99, "entries": {}}',
                                      '{"format": 1, "entries": []}', "\x00\xff"])
 def test_a_corrupt_or_stale_cache_file_is_ignored_with_a_warning(tmp_path, content):
-    (tmp_path / "plans-v1.json").write_bytes(content.encode("latin-1"))
+    (tmp_path / "plans-v2.json").write_bytes(content.encode("latin-1"))
     run = _run(CHOOSE, tmp_path)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "tuned:" in run.stdout
     assert "mxdeconv plan cache" in run.stderr and "ignored" in run.stderr
-    json.loads((tmp_path / "plans-v1.json").read_text())  # rewritten whole
+    json.loads((tmp_path / "plans-v2.json").read_text())  # rewritten whole
 
 
 def test_a_cache_entry_that_no_longer_matches_is_tuned_again(tmp_path):
     assert _run(CHOOSE, tmp_path).returncode == 0
-    path = tmp_path / "plans-v1.json"
+    path = tmp_path / "plans-v2.json"
     document = json.loads(path.read_text())
     for entry in document["entries"].values():
         entry["impl"] = "no:such:kernel"
@@ -208,7 +208,7 @@ def test_concurrent_processes_keep_the_cache_file_whole(tmp_path):
             for size in range(3, 9)]
     for run in runs:
         assert run.wait(timeout=300) == 0, run.stderr.read()[-3000:]
-    entries = json.loads((tmp_path / "plans-v1.json").read_text())["entries"]
+    entries = json.loads((tmp_path / "plans-v2.json").read_text())["entries"]
     sizes = {json.loads(key)[4][2] for key in entries}
     assert sizes == set(range(3, 9))
 
