@@ -33,7 +33,7 @@ import numpy as np
 from . import tape
 from .base import MXNetError
 from .context import Context, context_arg, current_context
-from .buffers import aligned_empty
+from .buffers import POOL_MIN_BYTES, aligned_empty
 from .dtypes import BFLOAT16, NDARRAY_DTYPES, is_float_dtype
 from .ndmethods import NDArrayMethods
 
@@ -180,7 +180,13 @@ class NDArray(NDArrayMethods):
         >>> nd.ones((2,)).asnumpy()
         array([1., 1.], dtype=float32)
         """
-        return self._plain().copy()
+        values = self._plain()
+        if values.nbytes < POOL_MIN_BYTES:
+            return values.copy()
+        # A large copy takes a pooled block: fresh pages would fault on every call.
+        copied = aligned_empty(values.shape, values.dtype)
+        np.copyto(copied, values)
+        return copied
 
     def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> np.ndarray:
         """``np.asarray(arr)``: a view of the default-layout buffer (a blocked array
