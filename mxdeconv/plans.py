@@ -45,9 +45,9 @@ from .params import DeconvGeometry
 #: within [TUNE_FLOOR_S, TUNE_CEILING_S] (timing only: building candidates
 #: counts, the final checks do not).
 TUNE_FACTOR, TUNE_FLOOR_S, TUNE_CEILING_S = 50, 0.03, 2.0
-#: How many of the fastest candidates of the first, one-run estimate are timed
+#: How many of the fastest candidates of the first, two-run estimate are timed
 #: again, over several runs, before the fastest correct one is chosen.
-REFINE = 3
+REFINE = 4
 #: Below this many multiply-adds a pass is also tried on one thread (OpenMP's
 #: fork/join costs more than the work); above it, only on the caller's count.
 ONE_THREAD_MACS = 32_000_000
@@ -168,8 +168,10 @@ class _Costs:
         return statistics.median(times)
 
     def run(self, plan: Any) -> float:
-        """One run after a warm-up (the cheap estimate), or the median of several."""
-        once = _ops.bench_raw(plan, 1)[0]
+        """The faster of two runs after a warm-up (the cheap estimate: one run
+        alone let a single hiccup drop the best candidate before the precise
+        round), or the median of several."""
+        once = min(_ops.bench_raw(plan, 2))
         if not self.precise:
             return once
         repeats = max(5, min(25, int(0.01 / max(once, 1e-7))))
@@ -255,7 +257,7 @@ def _first_correct(geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]]
 def _tune(geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
           check: Callable[[Any], Optional[str]], costs: "_Costs",
           cost: Callable[[Any], float], start: float) -> Tuple[Choice, Any]:
-    """Estimate every candidate within the bound (one run each), time the
+    """Estimate every candidate within the bound (the faster of two runs each), time the
     fastest few again precisely, then check them fastest first."""
     timed: List[Tuple[float, int, Any, Any]] = []
     rejected: List[Tuple[str, str]] = []
