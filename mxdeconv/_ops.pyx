@@ -1220,14 +1220,28 @@ cdef double now() nogil:
     return ts.tv_sec + ts.tv_nsec * 1e-9
 
 
-cdef cnp.ndarray touched_bytes(Py_ssize_t nbytes):
+cdef dict _timing_buffers = {}
+
+
+cdef cnp.ndarray touched_bytes(Py_ssize_t nbytes, int slot):
     """Bytes for timing, every page written: np.zeros maps untouched pages onto
     the kernel's one zero page, which reads from cache, so a big input would
     time several times faster than real data (0x3c bytes are small normal
-    floats in float32 and bfloat16)."""
-    cdef cnp.ndarray buffer = np.empty(nbytes, np.uint8)
-    buffer.fill(0x3c)
+    floats in float32 and bfloat16).  Kept per (size, argument slot) until
+    release_timing_buffers(), so a tuning writes each size once, not once per
+    candidate; distinct slots never alias."""
+    key = (nbytes, slot)
+    buffer = _timing_buffers.get(key)
+    if buffer is None:
+        buffer = np.empty(nbytes, np.uint8)
+        buffer.fill(0x3c)
+        _timing_buffers[key] = buffer
     return buffer
+
+
+def release_timing_buffers():
+    """Free the buffers timing kept (the planner calls this after each choice)."""
+    _timing_buffers.clear()
 
 
 cdef list time_primitive(Primitive prim, list descs, int repeats):
@@ -1235,7 +1249,7 @@ cdef list time_primitive(Primitive prim, list descs, int repeats):
     cdef void *handles[MAX_ARGS]
     cdef int i
     cdef double start
-    buffers = [touched_bytes((<MemoryDesc>d).size + 64) for d in descs]
+    buffers = [touched_bytes((<MemoryDesc>d).size + 64, i) for i, d in enumerate(descs)]
     for i in range(len(buffers)):
         handles[i] = data_ptr(buffers[i])
     prim.run(handles)  # warm-up: first touch of pages and kernel caches
@@ -1254,7 +1268,7 @@ def time_reorder(MemoryDesc src, MemoryDesc dst, int repeats=5):
     allocation costs as much as the copy, and the planner must see that."""
     cdef Primitive prim = make_reorder(src, dst, False)
     cdef void *handles[2]
-    cdef cnp.ndarray source = touched_bytes(src.size + 64)
+    cdef cnp.ndarray source = touched_bytes(src.size + 64, 0)
     cdef cnp.ndarray target
     cdef double start
     cdef int i

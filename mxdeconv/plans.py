@@ -48,6 +48,9 @@ TUNE_FACTOR, TUNE_FLOOR_S, TUNE_CEILING_S = 50, 0.03, 2.0
 #: How many of the fastest candidates of the first, two-run estimate are timed
 #: again, over several runs, before the fastest correct one is chosen.
 REFINE = 4
+#: Estimates shorter than this are taken twice (noise matters more there;
+#: a long run is steady, and a second one would double tuning a big layer).
+SECOND_RUN_BELOW_S = 0.005
 #: Below this many multiply-adds a pass is also tried on one thread (OpenMP's
 #: fork/join costs more than the work); above it, only on the caller's count.
 ONE_THREAD_MACS = 32_000_000
@@ -168,13 +171,15 @@ class _Costs:
         return statistics.median(times)
 
     def run(self, plan: Any) -> float:
-        """The faster of two runs after a warm-up (the cheap estimate: one run
-        alone let a single hiccup drop the best candidate before the precise
-        round), or the median of several."""
-        once = min(_ops.bench_raw(plan, 2))
+        """One run after a warm-up, the faster of two for short ones (the cheap
+        estimate: one short run alone let a single hiccup drop the best
+        candidate before the precise round), or the median of several."""
+        once = _ops.bench_raw(plan, 1)[0]
+        if once < SECOND_RUN_BELOW_S:
+            once = min(once, _ops.bench_raw(plan, 1)[0])
         if not self.precise:
             return once
-        repeats = max(5, min(25, int(0.01 / max(once, 1e-7))))
+        repeats = max(3, min(25, int(0.01 / max(once, 1e-7))))
         return self._median(_ops.bench_raw(plan, repeats))
 
     def reorder(self, src: Any, dst: Any) -> float:
@@ -379,6 +384,8 @@ def _choose(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterable[
         choice, plan = Choice(None, reason=str(error), transient=True), None
     except MXNetError as error:  # oneDNN refused the pass outright
         choice, plan = Choice(None, reason=str(error)), None
+    finally:
+        _ops.release_timing_buffers()
     choice.seconds = time.perf_counter() - start
     if plan is None and not choice.reason:
         choice.reason = "; ".join(f"{c}: {r}" for c, r in choice.rejected) or (
