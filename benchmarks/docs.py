@@ -45,16 +45,6 @@ COLUMNS = (("fwd_infer", "infer"), ("fwd_train", "train"), ("bwd", "bwd"),
 WIDTH = 84
 
 
-def _seconds(value: Optional[float]) -> str:
-    if value is None:
-        return "-"
-    if value < 1e-3:
-        return f"{value * 1e6:.1f} us"
-    if value < 1.0:
-        return f"{value * 1e3:.2f} ms"
-    return f"{value:.2f} s"
-
-
 def _speedup(value: Optional[float]) -> str:
     return "-" if not value else (f"{value:.2f}" if value < 100 else f"{value:.0f}")
 
@@ -109,8 +99,9 @@ def time_table(records: Sequence[Mapping[str, Any]]) -> List[str]:
              + f"{'f+b':>10s}"]
     for record in records:
         case = record["case"]
-        cells = [_seconds(report.median_of(record["contenders"], report.SUBJECT, mode))
-                 for mode, _ in COLUMNS]
+        medians = [report.median_of(record["contenders"], report.SUBJECT, mode)
+                   for mode, _ in COLUMNS]
+        cells = [report.format_seconds(median) for median in medians]
         pct = record["pct_peak"].get(report.SUBJECT, {}).get("fwd_bwd")
         pct_text = "-" if pct is None else f"{pct * case['useful_fraction']:.0f}%"
         lines.append(f"{case['layer']:16s} {case['batch']:>5d}"

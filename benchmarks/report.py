@@ -43,6 +43,17 @@ NOTES = {
 }
 
 
+
+def format_seconds(seconds: Optional[float]) -> str:
+    """A duration for the tables: us below 1 ms, ms below 1 s, else s."""
+    if seconds is None:
+        return "-"
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.1f} us"
+    if seconds < 1.0:
+        return f"{seconds * 1e3:.2f} ms"
+    return f"{seconds:.2f} s"
+
 def ratio_name(numerator: str, denominator: str) -> str:
     return f"{numerator}/{denominator}"
 

@@ -127,16 +127,6 @@ def disturbance(record: Dict[str, Any]) -> float:
     return sum((record["info"].get("cpu_taken_by_others") or {}).values())
 
 
-def format_seconds(seconds: Optional[float]) -> str:
-    if seconds is None:
-        return "-"
-    if seconds < 1e-3:
-        return f"{seconds * 1e6:.1f} us"
-    if seconds < 1.0:
-        return f"{seconds * 1e3:.2f} ms"
-    return f"{seconds:.2f} s"
-
-
 def format_ratio(value: Optional[float]) -> str:
     if value is None:
         return "-"
@@ -217,7 +207,8 @@ def case_table(record: Dict[str, Any], columns: Sequence[str]) -> List[str]:
             if entry is None:  # the contender does not offer this mode
                 text = "-"
             elif "median_s" in entry:
-                text = format_seconds(entry["median_s"]) + ("*" if entry.get("note") else "")
+                text = (report.format_seconds(entry["median_s"])
+                        + ("*" if entry.get("note") else ""))
                 if entry.get("note"):
                     notes.setdefault(f"{name}: * {entry['note']}", []).append(label)
             else:
