@@ -11,3 +11,18 @@ from hypothesis import configuration
 
 configuration.set_hypothesis_home_dir(os.path.join(tempfile.gettempdir(), "mxdeconv-hypothesis"))
 os.environ["MXDECONV_CACHE_DIR"] = tempfile.mkdtemp(prefix="mxdeconv-plans-")
+
+
+import pytest  # noqa: E402  (after the settings above, which must come first)
+
+
+@pytest.fixture
+def onednn_first_choice():
+    """Plans take oneDNN's own first correct candidate instead of the timed
+    fastest.  On AVX2 and AVX-512 that is a blocked layout for the layers the
+    layout tests use, every run; the timed choice can be plain on one run and
+    blocked on the next, which would leave those tests nothing to test."""
+    import mxdeconv
+    previous = mxdeconv.set_tuning(False)
+    yield
+    mxdeconv.set_tuning(previous)

@@ -13,6 +13,11 @@ from reference import reference_forward
 BLOCKED = dict(kernel=(3, 3), stride=(2, 2), pad=(1, 1), adj=(1, 1), num_filter=32)
 
 
+@pytest.fixture(autouse=True)
+def _blocked_plans(onednn_first_choice):
+    """oneDNN's own first choice: blocked layouts here on every run (conftest)."""
+
+
 def _blocked_output():
     rng = np.random.default_rng(5)
     data = rng.standard_normal((2, 32, 6, 6)).astype(np.float32)

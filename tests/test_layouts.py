@@ -11,6 +11,11 @@ from reference import reference_forward
 PARAMS = dict(kernel=(3, 3), stride=(2, 2), pad=(1, 1), adj=(1, 1), num_filter=32)
 
 
+@pytest.fixture(autouse=True)
+def _blocked_plans(onednn_first_choice):
+    """oneDNN's own first choice: blocked layouts here on every run (conftest)."""
+
+
 def _inputs(rng, batch=2, channels=32, size=6):
     data = rng.standard_normal((batch, channels, size, size)).astype(np.float32)
     weight = (0.1 * rng.standard_normal((channels, 32, 3, 3))).astype(np.float32)

@@ -30,6 +30,11 @@ from reference import reference_backward, reference_forward
 TOL = dict(rtol=1e-4, atol=1e-4)
 
 
+@pytest.fixture(autouse=True)
+def _blocked_plans(onednn_first_choice):
+    """oneDNN's own first choice: blocked layouts here on every run (conftest)."""
+
+
 def values(arr):
     """An NDArray's values without changing its layout (a test-only peek)."""
     buffer, layout = arr._state
