@@ -43,6 +43,8 @@ COMMON = dict(
 extensions = [
     # Aligned array memory, for the NDArray layer and the oneDNN layer.
     Extension("mxdeconv.buffers", sources=["mxdeconv/buffers.pyx"], **COMMON),
+    # An NDArray's fields, which the compiled hot path reads as C struct members.
+    Extension("mxdeconv._ndbase", sources=["mxdeconv/_ndbase.pyx"], **COMMON),
     # The oneDNN layer: the only module that calls oneDNN.
     Extension(
         "mxdeconv._ops",

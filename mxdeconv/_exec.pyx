@@ -20,9 +20,10 @@ cimport numpy as cnp
 
 from ._ops cimport (BackwardDataPlan, BackwardWeightsPlan, ForwardPlan, Layout, MemoryDesc,
                     ThreadState, data_ptr, enter_threads, leave_threads, new_buffer,
+                    new_plain_array,
                     plain_view, reordered, run_reorder, thread_count, thread_state)
 from . import plans, registry, tape
-from .buffers cimport aligned_empty
+from ._ndbase cimport NDArrayBase, new_ndarray
 from .ndarray import NDArray
 
 cnp.import_array()
@@ -31,7 +32,7 @@ cnp.import_array()
 # ----------------------------------------------------------------------------
 # NDArrays in and out of the layouts plans want
 # ----------------------------------------------------------------------------
-cdef cnp.ndarray input_buffer(arr, Layout wanted, label):
+cdef cnp.ndarray input_buffer(NDArrayBase arr, Layout wanted, label):
     """``arr``'s values in layout ``wanted``: its own buffer, or a reordered
     temporary (counted under ``label`` in reorder_counts())."""
     buffer, have = arr._state
@@ -51,7 +52,7 @@ cdef cnp.ndarray input_buffer(arr, Layout wanted, label):
     return reordered(wanted.plain, buffer, wanted.desc, label)
 
 
-cdef cnp.ndarray weight_buffer(weight, Layout wanted, bint training):
+cdef cnp.ndarray weight_buffer(NDArrayBase weight, Layout wanted, bint training):
     """Inference keeps the weight in the primitive's layout after the first
     reorder (MXNet's MKLDNNDataReorderAsync), unless its memory is exposed.
     Training leaves the NDArray in the default layout so optimizer code sees
@@ -94,22 +95,25 @@ cdef class Output:
     req=add only when the primitive itself accumulates).  Otherwise it writes a
     temporary that a reorder then writes or adds into the target.
     """
-    cdef object target
+    cdef NDArrayBase target
     cdef cnp.ndarray buffer, target_buffer
     cdef Layout layout
     cdef MemoryDesc target_desc
     cdef bint accumulate, finish
 
 
-cdef Output make_output(Layout layout, target, bint accumulate, bint fused_accumulate,
-                        bint plain):
+cdef Output make_output(Layout layout, NDArrayBase target, bint accumulate,
+                        bint fused_accumulate, bint plain):
     cdef Output o = Output.__new__(Output)
     o.layout, o.accumulate, o.finish = layout, accumulate, False
     if target is None:
-        if not plain or layout.is_plain:
+        if layout.is_plain:
+            o.buffer = new_plain_array(layout)
+            return o
+        if not plain:
             o.buffer = new_buffer(layout.desc)
             return o
-        target = NDArray(aligned_empty(layout.shape, layout.np_dtype))
+        target = new_result(new_plain_array(layout), None, layout)
     o.target = target
     buffer, have = target._state
     if have is not None and not (<Layout>have).same_tensor(layout):
@@ -134,11 +138,17 @@ cdef object finish_output(Output o):
         run_reorder(o.layout.desc, o.buffer, o.target_desc, o.target_buffer, o.accumulate,
                     "out")
     if o.target is not None:
-        o.target._bump()
+        o.target._version += 1   # NDArray._bump(): a write through mxdeconv
         return o.target
     if o.layout.is_plain:
-        return NDArray(plain_view(o.buffer, o.layout))
-    return NDArray(o.buffer, o.layout)
+        return new_result(o.buffer, None, o.layout)   # made by new_plain_array()
+    return new_result(o.buffer, o.layout, o.layout)
+
+
+cdef inline object new_result(cnp.ndarray buffer, Layout held, Layout tensor):
+    """A result NDArray owning ``buffer`` in layout ``held`` (None: the default
+    layout) of ``tensor``'s shape and dtype."""
+    return new_ndarray(NDArray, buffer, held, tensor.shape, tensor.np_dtype)
 
 
 cdef object run_forward(ForwardPlan plan, data, weight, bias, out, bint accumulate,
@@ -167,6 +177,12 @@ def deconv_forward(ForwardPlan plan, data, weight, bias, out, bint accumulate,
     return run_forward(plan, data, weight, bias, out, accumulate, training)
 
 
+cdef inline bint shares_diff_dst(BackwardDataPlan data_plan, BackwardWeightsPlan weights_plan):
+    """Whether both passes read out_grad in one layout (one reorder serves both)."""
+    return (data_plan.diff_dst is weights_plan.diff_dst
+            or data_plan.diff_dst == weights_plan.diff_dst)
+
+
 cdef tuple run_backward(BackwardDataPlan data_plan, BackwardWeightsPlan weights_plan,
                         out_grad, data, weight, tuple grads, tuple accumulate, tuple needed):
     """Each pass runs on the thread count its plan was built for: the planner
@@ -192,7 +208,7 @@ cdef tuple run_backward(BackwardDataPlan data_plan, BackwardWeightsPlan weights_
                                        grads[1] if needed[1] else None, accumulate[1], False,
                                        needed[1])
             src_buf = input_buffer(data, weights_plan.src, "data")
-            if diff_dst is None or not weights_plan.diff_dst == data_plan.diff_dst:
+            if diff_dst is None or not shares_diff_dst(data_plan, weights_plan):
                 diff_dst = input_buffer(out_grad, weights_plan.diff_dst, "out_grad")
             bias_target = None
             if weights_plan.diff_bias is not None:
@@ -266,11 +282,11 @@ cdef inline bint usable(arr):
     else goes to the full path, which copies or refuses it)."""
     if type(arr) is not NDArray:
         return False
-    buffer, layout = arr._state
+    buffer, layout = (<NDArrayBase>arr)._state
     return layout is not None or cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>buffer)
 
 
-cdef bint overlaps(a, b):
+cdef bint overlaps(NDArrayBase a, NDArrayBase b):
     """Whether two NDArrays' buffers may share memory (both are single blocks)."""
     if a is b:
         return True
@@ -286,13 +302,33 @@ cdef bint writable_target(target):
     is writeable and C-contiguous (anything else goes to the full checks)."""
     if type(target) is not NDArray:
         return False
-    buffer, layout = target._state
+    buffer, layout = (<NDArrayBase>target)._state
     return layout is not None or (cnp.PyArray_ISWRITEABLE(<cnp.ndarray>buffer)
                                   and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>buffer))
 
 
 cdef LRU_KEY_FORWARD = "forward call"
 cdef LRU_KEY_BACKWARD = "backward call"
+# This thread's modes and dispatch switches (threading.local objects, read
+# once per call, without a Python function call).
+cdef object _modes = tape._state
+cdef object _dispatch = registry._local
+cdef object ONEDNN = registry.ONEDNN
+
+
+cdef inline long dtype_code(dt):
+    """A dtype as an int for a cache key: its type number and byte order.
+    Hashing a NumPy dtype rebuilds a tuple of its fields on every call (about
+    50 ns, three times per key), where an int hashes to itself."""
+    return (<cnp.dtype>dt).type_num * 256 + (<cnp.dtype>dt).byteorder
+
+
+cdef inline object shape_code(NDArrayBase arr):
+    return None if arr is None else arr._shape
+
+
+cdef inline object dtype_code_of(NDArrayBase arr):
+    return None if arr is None else dtype_code(arr._dtype)
 
 
 cdef class PreparedForward:
@@ -314,8 +350,8 @@ cdef class PreparedForward:
     cdef object execute(self, data, weight, bias, out, dict params):
         result = run_forward(self.plan, data, weight, bias, out, self.accumulate,
                              self.training)
-        registry._local.last = registry.ONEDNN
-        if tape.is_recording():
+        _dispatch.last = ONEDNN
+        if _modes.recording:
             if self.act_type is None:
                 tape.record_op("Deconvolution", result, (data, weight, bias), params)
             else:
@@ -337,12 +373,12 @@ def forward(data, weight, bias, out, req, train, dict params, act_type=None):
     if bools < 0:
         return miss(None)
     cdef ThreadState state = thread_state()
+    cdef NDArrayBase d = data, w = weight
     key = (LRU_KEY_FORWARD, tuple(params), tuple(params.values()), bools,
-           data._shape, data._dtype, weight._shape, weight._dtype,
-           None if bias is None else bias._shape, None if bias is None else bias._dtype,
-           None if out is None else out._shape, None if out is None else out._dtype,
-           req, tape.is_training() if train is None else train, thread_count(state),
-           registry._local.forced, registry._onednn_enabled, plans._tuning, act_type)
+           d._shape, dtype_code(d._dtype), w._shape, dtype_code(w._dtype),
+           shape_code(bias), dtype_code_of(bias), shape_code(out), dtype_code_of(out),
+           req, _modes.training if train is None else train, thread_count(state),
+           _dispatch.forced, registry._onednn_enabled, plans._tuning, act_type)
     prepared = state.cache.get(key)
     if prepared is None:
         return miss(key)
@@ -375,10 +411,11 @@ cdef class PreparedBackward:
         return self.execute(out_grad, data, weight, grads)
 
     cdef object execute(self, out_grad, data, weight, tuple grads):
+        # A gradient whose req is "null" is not needed: run_backward leaves it None.
         results = run_backward(self.data_plan, self.weights_plan, out_grad, data, weight,
                                grads, self.accumulate, self.needed)
-        registry._local.last = registry.ONEDNN
-        return tuple(None if r == "null" else res for res, r in zip(results, self.reqs))
+        _dispatch.last = ONEDNN
+        return results
 
 
 def backward(out_grad, data, weight, bias, req, grads, train, dict params):
@@ -413,15 +450,15 @@ def backward(out_grad, data, weight, bias, req, grads, train, dict params):
         elif not writable_target(target):
             return miss(None)
         else:
-            target_sigs.append((target._shape, target._dtype))
+            target_sigs.append(((<NDArrayBase>target)._shape,
+                                dtype_code((<NDArrayBase>target)._dtype)))
     cdef ThreadState state = thread_state()
+    cdef NDArrayBase g = out_grad, d = data, w = weight
     key = (LRU_KEY_BACKWARD, tuple(params), tuple(params.values()), bools,
-           out_grad._shape, out_grad._dtype, data._shape, data._dtype,
-           weight._shape, weight._dtype,
-           None if bias is None else bias._shape, None if bias is None else bias._dtype,
-           reqs, tuple(target_sigs), tape.is_training() if train is None else train,
-           thread_count(state), registry._local.forced, registry._onednn_enabled,
-           plans._tuning)
+           g._shape, dtype_code(g._dtype), d._shape, dtype_code(d._dtype),
+           w._shape, dtype_code(w._dtype), shape_code(bias), dtype_code_of(bias),
+           reqs, tuple(target_sigs), _modes.training if train is None else train,
+           thread_count(state), _dispatch.forced, registry._onednn_enabled, plans._tuning)
     prepared = state.cache.get(key)
     if prepared is None:
         return miss(key)
@@ -437,3 +474,4 @@ def backward(out_grad, data, weight, bias, req, grads, train, dict params):
             if j != i and targets[j] is not None and overlaps(target, targets[j]):
                 return miss(None)
     return (<PreparedBackward>prepared).execute(out_grad, data, weight, targets)
+

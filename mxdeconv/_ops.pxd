@@ -9,6 +9,7 @@ cdef class LRUCache:
     cdef object entries
     cdef object fixed_capacity
     cdef readonly long hits, misses, evictions
+    cdef unsigned long long clock
     cpdef object get(self, key)
     cpdef put(self, key, value)
     cdef trim(self)
@@ -24,6 +25,7 @@ cdef class MemoryDesc:
     cdef dnnl_memory_desc_t md
     cdef readonly object layout, dims, dtype, key
     cdef readonly size_t size
+    cdef Py_hash_t key_hash
 
 
 cdef class Layout:
@@ -106,6 +108,7 @@ cdef int enter_threads(int threads)
 cdef void leave_threads(int ambient)
 cdef int thread_count(ThreadState state) except -1
 cdef cnp.ndarray new_buffer(MemoryDesc desc)
+cdef cnp.ndarray new_plain_array(Layout layout)
 cdef object plain_view(cnp.ndarray buffer, Layout layout)
 cdef int run_reorder(MemoryDesc src, cnp.ndarray src_buf, MemoryDesc dst,
                      cnp.ndarray dst_buf, bint accumulate, label) except -1

@@ -12,7 +12,7 @@ Every oneDNN handle lives in a small owning class (``MemoryDesc``,
 and every oneDNN status is checked: a refusal raises ``MXNetError`` naming
 oneDNN's status.
 """
-from collections import OrderedDict
+import heapq
 import numbers
 import os
 import threading
@@ -20,11 +20,12 @@ import warnings
 
 import numpy as np
 cimport numpy as cnp
+from cpython.object cimport PyObject
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 
 from ._dnnl cimport *
 from .base import MXNetError
-from .buffers cimport aligned_bytes, aligned_empty
+from .buffers cimport aligned_array, aligned_bytes, aligned_empty
 
 cnp.import_array()
 
@@ -78,46 +79,67 @@ def _capacity_from_env():
 cdef Py_ssize_t _capacity = _capacity_from_env()
 
 
+cdef class _Entry:
+    """A cached value and when it was last used (the cache's clock)."""
+    cdef object value
+    cdef unsigned long long used
+
+
 cdef class LRUCache:
     """A bounded map with least-recently-used eviction and hit/miss counters.
+
+    A hit only stamps its entry with the cache's clock (one hash of the key,
+    where reordering an OrderedDict would hash it twice); a put beyond the
+    capacity evicts the entries with the oldest stamps.  Puts follow planning
+    or a full call, so their scan is small beside what they follow.
 
     ``capacity`` None follows the primitive-cache bound (set_cache_capacity).
     """
 
     def __cinit__(self, capacity=None):
-        self.entries = OrderedDict()
+        self.entries = {}
         self.fixed_capacity = capacity
 
     cpdef object get(self, key):
-        value = self.entries.get(key)
-        if value is None:
+        cdef _Entry entry = self.entries.get(key)
+        if entry is None:
             self.misses += 1
             return None
         self.hits += 1
-        try:
-            self.entries.move_to_end(key)
-        except KeyError:  # evicted by another thread meanwhile (shared caches)
-            pass
-        return value
+        self.clock += 1
+        entry.used = self.clock
+        return entry.value
 
     cpdef put(self, key, value):
-        self.entries[key] = value
+        cdef _Entry entry = _Entry.__new__(_Entry)
+        entry.value = value
+        self.clock += 1
+        entry.used = self.clock
+        self.entries[key] = entry
         self.trim()
 
     cdef trim(self):
+        cdef _Entry entry
         limit = _capacity if self.fixed_capacity is None else self.fixed_capacity
-        while len(self.entries) > limit:
-            try:
-                self.entries.popitem(last=False)
-            except KeyError:
-                break
-            self.evictions += 1
+        excess = len(self.entries) - limit
+        if excess <= 0:
+            return
+        # The ``excess`` oldest stamps go (a snapshot: another thread may
+        # change the dict between these lines).
+        oldest = heapq.nsmallest(excess, list(self.entries.items()), key=_stamp)
+        for key, entry in oldest:
+            if self.entries.pop(key, None) is not None:
+                self.evictions += 1
 
     def clear(self):
         self.entries.clear()
 
     def __len__(self):
         return len(self.entries)
+
+
+def _stamp(item):
+    return (<_Entry>item[1]).used
 
 
 # ----------------------------------------------------------------------------
@@ -143,16 +165,31 @@ cdef class ThreadState:
         self.epoch = -1
 
     def __dealloc__(self):
+        global current_thread_state
+        if current_thread_state == <PyObject *>self:
+            current_thread_state = NULL
         if self.stream != NULL:
             dnnl_stream_destroy(self.stream)
 
 
+cdef extern from *:
+    """
+    /* This OS thread's ThreadState, borrowed from the threading.local that
+       owns it: one load instead of a threading.local lookup on every call. */
+    static __thread PyObject *current_thread_state = NULL;
+    """
+    PyObject *current_thread_state
+
+
 cdef ThreadState thread_state():
-    try:
-        return _tls.state
-    except AttributeError:
-        _tls.state = ThreadState()
-        return _tls.state
+    global current_thread_state
+    if current_thread_state != NULL:
+        return <ThreadState>current_thread_state
+    state = getattr(_tls, "state", None)
+    if state is None:
+        state = _tls.state = ThreadState()
+    current_thread_state = <PyObject *>state
+    return <ThreadState>state
 
 
 cdef int thread_count(ThreadState state) except -1:
@@ -332,7 +369,7 @@ cdef class MemoryDesc:
         return bool(dnnl_memory_desc_equal(self.md, (<MemoryDesc>other).md))
 
     def __hash__(self):
-        return hash(self.key)
+        return self.key_hash  # computed once: descriptors key the reorder cache
 
     def __repr__(self):
         return f"MemoryDesc({self.layout}, dims={self.dims}, {self.dtype})"
@@ -374,6 +411,7 @@ cdef MemoryDesc wrap_md(const_dnnl_memory_desc_t src, str role, bint grouped=Fal
     if format_kind != dnnl_blocked:  # format_tag::any: chosen by a primitive later
         desc.layout = "any"
         desc.key = ("any", desc.dims, desc.dtype, 0)
+        desc.key_hash = hash(desc.key)
         return desc
     md_query(desc.md, dnnl_query_strides, &strides)
     md_query(desc.md, dnnl_query_inner_nblks_s32, &nblks)
@@ -390,6 +428,7 @@ cdef MemoryDesc wrap_md(const_dnnl_memory_desc_t src, str role, bint grouped=Fal
     name += "".join(f"{blks[i]}{letters[idxs[i]]}" for i in range(nblks))
     desc.layout = name
     desc.key = (name, desc.dims, desc.dtype, desc.size)
+    desc.key_hash = hash(desc.key)
     return desc
 
 
@@ -490,6 +529,12 @@ cdef Layout make_layout(MemoryDesc desc, str role, tuple shape, int groups=1):
 cdef cnp.ndarray new_buffer(MemoryDesc desc):
     """Uninitialised bytes for ``desc``, 64-byte aligned like oneDNN's own."""
     return aligned_bytes(desc.size)
+
+
+cdef cnp.ndarray new_plain_array(Layout layout):
+    """An uninitialised default-layout array of ``layout``'s tensor (NDArray
+    shape and dtype), 64-byte aligned."""
+    return aligned_array(layout.shape, <cnp.dtype>layout.np_dtype, layout.plain.size)
 
 
 cdef object plain_view(cnp.ndarray buffer, Layout layout):
@@ -717,7 +762,7 @@ cdef Primitive reorder_primitive(MemoryDesc src, MemoryDesc dst, bint accumulate
     cdef ThreadState state = thread_state()
     # The thread count is part of the key: oneDNN plans a primitive's OpenMP
     # team when it creates it.
-    key = ("reorder", src.key, dst.key, accumulate, thread_count(state))
+    key = (src, dst, accumulate, thread_count(state))
     cdef LRUCache lru = state.cache
     cdef Primitive prim = lru.get(key)
     if prim is None:
@@ -1263,26 +1308,29 @@ cdef list time_primitive(Primitive prim, list descs, int repeats):
 
 def time_reorder(MemoryDesc src, MemoryDesc dst, int repeats=5):
     """Per-call seconds of the reorder ``src`` -> ``dst`` as a call pays it:
-    a fresh target buffer, then the primitive (on a primitive of its own, so
-    timing candidates leaves the cache as it was).  On small tensors the
-    allocation costs as much as the copy, and the planner must see that."""
-    cdef Primitive prim = make_reorder(src, dst, False)
+    the same steps as ``reordered()`` (a cache lookup, a fresh target buffer,
+    the execution), on a primitive and a cache of its own so that timing
+    candidates leaves this thread's cache as it was.  On small tensors the
+    lookup and the allocation cost as much as the copy, and the planner must
+    see that."""
+    cdef LRUCache own = LRUCache(1)
     cdef void *handles[2]
     cdef cnp.ndarray source = touched_bytes(src.size + 64, 0)
     cdef cnp.ndarray target
+    cdef Primitive prim
     cdef double start
     cdef int i
-    target = new_buffer(dst)
+    own.put((src, dst, False, thread_count(thread_state())), make_reorder(src, dst, False))
     handles[0] = data_ptr(source)
-    handles[1] = data_ptr(target)
-    prim.run(handles)  # warm-up: first touch of pages and kernel caches
     times = []
-    for i in range(repeats):
+    for i in range(repeats + 1):  # the first: warm-up (first touch, kernel caches)
         start = now()
+        prim = own.get((src, dst, False, thread_count(thread_state())))
         target = new_buffer(dst)
         handles[1] = data_ptr(target)
         prim.run(handles)
-        times.append(now() - start)
+        if i:
+            times.append(now() - start)
     return times
 
 

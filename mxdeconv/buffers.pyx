@@ -21,6 +21,8 @@ import warnings
 
 import numpy as np
 cimport numpy as cnp
+from cpython.object cimport PyObject, PyTypeObject
+from cpython.ref cimport Py_INCREF
 from libc.stdint cimport uintptr_t
 from libc.stdlib cimport free
 from posix.stdlib cimport posix_memalign
@@ -28,6 +30,14 @@ from posix.stdlib cimport posix_memalign
 from .base import MXNetError
 
 cnp.import_array()
+
+cdef extern from "numpy/arrayobject.h":
+    ctypedef struct PyArray_Descr:
+        pass
+    # Steals a reference to ``descr``.
+    object PyArray_NewFromDescr(PyTypeObject *subtype, PyArray_Descr *descr, int nd,
+                                cnp.npy_intp *dims, cnp.npy_intp *strides, void *data,
+                                int flags, PyObject *base)
 
 #: One cache line, one AVX-512 register: what oneDNN's kernels like.
 ALIGNMENT = 64
@@ -176,6 +186,22 @@ cdef void _trim():
             _idle_bytes -= size
 
 
+cdef cnp.ndarray raw_block(Py_ssize_t nbytes, char **aligned):
+    """An array owning at least ``nbytes`` from the 64-byte boundary it sets in
+    ``aligned`` (pooled when large)."""
+    cdef cnp.ndarray block
+    cdef cnp.npy_intp count
+    if nbytes >= _POOL_MIN_BYTES and _pool_limit > 0:
+        block = pooled_bytes(nbytes)
+        aligned[0] = <char *>cnp.PyArray_DATA(block)
+        return block
+    count = nbytes + _ALIGNMENT
+    block = cnp.PyArray_EMPTY(1, &count, cnp.NPY_UINT8, 0)
+    aligned[0] = <char *>cnp.PyArray_DATA(block)
+    aligned[0] += (_ALIGNMENT - (<size_t>aligned[0]) % _ALIGNMENT) % _ALIGNMENT
+    return block
+
+
 cpdef cnp.ndarray aligned_bytes(Py_ssize_t nbytes):
     """``nbytes`` uninitialised bytes starting on a 64-byte boundary (refused
     with MXNetError, before allocating, when they cannot fit in memory: a
@@ -183,12 +209,34 @@ cpdef cnp.ndarray aligned_bytes(Py_ssize_t nbytes):
     nCw16c)."""
     if nbytes > _PHYSICAL_MEMORY:
         check_fits(f"a buffer of {nbytes} bytes", nbytes)
-    if nbytes >= _POOL_MIN_BYTES and _pool_limit > 0:
-        return pooled_bytes(nbytes)
-    cdef cnp.npy_intp count = nbytes + _ALIGNMENT
-    cdef cnp.ndarray raw = cnp.PyArray_EMPTY(1, &count, cnp.NPY_UINT8, 0)
-    cdef size_t offset = (_ALIGNMENT - (<size_t>cnp.PyArray_DATA(raw)) % _ALIGNMENT) % _ALIGNMENT
-    return raw[offset:offset + nbytes]
+    cdef char *aligned
+    cdef cnp.ndarray block = raw_block(nbytes, &aligned)
+    if aligned == <char *>cnp.PyArray_DATA(block) and cnp.PyArray_NBYTES(block) == nbytes:
+        return block
+    cdef Py_ssize_t offset = aligned - <char *>cnp.PyArray_DATA(block)
+    return block[offset:offset + nbytes]
+
+
+cdef cnp.ndarray aligned_array(tuple shape, cnp.dtype dtype, Py_ssize_t nbytes):
+    """An uninitialised C-contiguous ``shape`` array of ``dtype`` (``nbytes`` in
+    all) on a 64-byte boundary: one block and one typed view of it, where
+    ``aligned_bytes(n).view(dtype).reshape(shape)`` makes three arrays."""
+    if nbytes > _PHYSICAL_MEMORY:
+        check_fits(f"an array of shape {shape} and dtype {dtype}", nbytes)
+    cdef cnp.npy_intp dims[cnp.NPY_MAXDIMS]
+    cdef int ndim = len(shape), i
+    if ndim > cnp.NPY_MAXDIMS:
+        raise MXNetError(f"an array of {ndim} dimensions: NumPy allows {cnp.NPY_MAXDIMS}")
+    for i in range(ndim):
+        dims[i] = shape[i]
+    cdef char *aligned
+    cdef cnp.ndarray block = raw_block(nbytes, &aligned)
+    Py_INCREF(dtype)  # PyArray_NewFromDescr steals a reference to it
+    cdef cnp.ndarray view = PyArray_NewFromDescr(
+        <PyTypeObject *>cnp.ndarray, <PyArray_Descr *>dtype, ndim, dims, NULL, aligned,
+        cnp.NPY_ARRAY_CARRAY, NULL)
+    cnp.set_array_base(view, block)
+    return view
 
 
 cpdef cnp.ndarray aligned_empty(shape, dtype):
@@ -202,4 +250,4 @@ cpdef cnp.ndarray aligned_empty(shape, dtype):
     shape = tuple([int(extent) for extent in shape])
     nbytes = math.prod(shape) * dtype.itemsize
     check_fits(f"an array of shape {shape} and dtype {dtype}", nbytes)
-    return aligned_bytes(nbytes).view(dtype).reshape(shape)
+    return aligned_array(shape, dtype, nbytes)

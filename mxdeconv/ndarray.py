@@ -33,6 +33,7 @@ import numpy as np
 from . import tape
 from .base import MXNetError
 from .context import Context, context_arg, current_context
+from ._ndbase import NDArrayBase
 from .buffers import POOL_MIN_BYTES, aligned_empty
 from .dtypes import BFLOAT16, NDARRAY_DTYPES, is_float_dtype
 from .ndmethods import NDArrayMethods
@@ -47,7 +48,7 @@ DEFAULT_LAYOUT = "default"
 _STATE_LOCK = threading.Lock()
 
 
-class NDArray(NDArrayMethods):
+class NDArray(NDArrayMethods, NDArrayBase):
     """An n-dimensional array on the CPU, in MXNet's style.
 
     Arithmetic, comparisons, reductions, indexing and shape methods follow
@@ -63,8 +64,8 @@ class NDArray(NDArrayMethods):
     (array([2., 3.], dtype=float32), [[0.0, 0.0], [1.0, 1.0]])
     """
 
-    __slots__ = ("_state", "_shape", "_dtype", "_grad", "_grad_req", "_node", "_version",
-                 "_exposed", "_derived", "__weakref__")
+    # The fields live in the compiled base class (declared in _ndbase.pxd).
+    __slots__ = ()
 
     def __init__(self, buffer: np.ndarray, layout: Any = None) -> None:
         # Internal constructor: `buffer` is owned by the new array from now on.
@@ -73,19 +74,11 @@ class NDArray(NDArrayMethods):
         if not isinstance(buffer, np.ndarray):
             raise TypeError(f"NDArray(buffer) takes a NumPy array (use nd.array() to copy "
                             f"any array-like), got {type(buffer).__name__}")
-        self._state: Tuple[np.ndarray, Any] = (buffer, layout)
+        self._state = (buffer, layout)
         if layout is None:
             self._shape, self._dtype = tuple(buffer.shape), buffer.dtype
         else:
             self._shape, self._dtype = layout.shape, layout.np_dtype
-        self._grad = None
-        self._grad_req = "null"
-        self._node = None
-        self._version = 0      # bumped by every write through mxdeconv
-        self._exposed = False  # memory visible outside mxdeconv: never swapped
-        # Training weights: {layout: (version, buffer)}, copies of these values in
-        # a primitive's layout, valid while the version is unchanged (_exec.pyx).
-        self._derived = None
 
     # -- basic properties -------------------------------------------------
     @property

@@ -48,9 +48,12 @@ TUNE_FACTOR, TUNE_FLOOR_S, TUNE_CEILING_S = 50, 0.03, 2.0
 #: How many of the fastest candidates of the first, two-run estimate are timed
 #: again, over several runs, before the fastest correct one is chosen.
 REFINE = 4
-#: Estimates shorter than this are taken twice (noise matters more there;
-#: a long run is steady, and a second one would double tuning a big layer).
+#: Estimates shorter than this are taken again, the fastest run kept (noise
+#: matters more there; a long run is steady, and a second one would double
+#: tuning a big layer): up to SHORT_RUNS more runs within SHORT_RUNS_S, since
+#: tiny layers' candidates differ by less than one preempted run.
 SECOND_RUN_BELOW_S = 0.005
+SHORT_RUNS, SHORT_RUNS_S = 15, 0.0005
 #: Below this many multiply-adds a pass is also tried on one thread (OpenMP's
 #: fork/join costs more than the work); above it, only on the caller's count.
 ONE_THREAD_MACS = 32_000_000
@@ -176,7 +179,11 @@ class _Costs:
         candidate before the precise round), or the median of several."""
         once = _ops.bench_raw(plan, 1)[0]
         if once < SECOND_RUN_BELOW_S:
-            once = min(once, _ops.bench_raw(plan, 1)[0])
+            # The fastest of a few more runs: two microsecond-scale candidates
+            # differ by less than one hiccup, and only REFINE of them get a
+            # second look.
+            runs = max(1, min(SHORT_RUNS, int(SHORT_RUNS_S / max(once, 1e-7))))
+            once = min(once, min(_ops.bench_raw(plan, runs)))
         if not self.precise:
             return once
         repeats = max(3, min(25, int(0.01 / max(once, 1e-7))))
@@ -185,7 +192,7 @@ class _Costs:
     def reorder(self, src: Any, dst: Any) -> float:
         key = (src.key, dst.key, _ops.get_num_threads())
         if key not in self._reorders:
-            self._reorders[key] = self._median(_ops.time_reorder(src, dst, 5))
+            self._reorders[key] = self._median(_ops.time_reorder(src, dst, 9))
         return self._reorders[key]
 
     def into(self, layout: Any) -> float:

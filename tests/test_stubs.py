@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "mxdeconv"
-COMPILED = ["_ops", "_exec", "buffers"]
+COMPILED = ["_ops", "_exec", "buffers", "_ndbase"]
 
 
 def _stub(name):
@@ -78,7 +78,8 @@ def test_stub_signatures_match(name):
     for node in _stub(name).body:
         if isinstance(node, ast.FunctionDef):
             checked += _same_parameters(getattr(module, node.name), node, node.name)
-    assert checked > 0
+    functions = [n for n in ast.walk(_stub(name)) if isinstance(n, ast.FunctionDef)]
+    assert checked > 0 or not functions  # _ndbase: fields only
 
 
 def _same_parameters(function, node, label):
