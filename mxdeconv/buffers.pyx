@@ -1,6 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, embedsignature=True
 """Raw memory for arrays: 64-byte aligned, refused early when it cannot fit,
-large blocks pooled.
+large and small blocks pooled.
 
 The one place that allocates array memory, for the NDArray layer and the
 oneDNN layer alike (both use it; it uses neither).  Compiled, because every
@@ -13,7 +13,9 @@ result of a big layer page-faults on every call (measured: a 33.5 MiB
 Deconvolution output took 26 ms a call with fresh pages, 15 ms with reused
 ones).  A freed block goes back to the pool while the pool's idle bytes stay
 within the limit (``MXDECONV_BUFFER_POOL_BYTES``, default 1 GiB; 0 turns the
-pool off), and is freed otherwise.
+pool off), and is freed otherwise.  Small blocks (<= SMALL_MAX_BYTES) are
+pooled too, a few per size: a small layer's results and temporaries repeat
+their sizes on every call.
 """
 import math
 import os
@@ -63,13 +65,21 @@ def check_fits(what, nbytes):
 
 
 # ----------------------------------------------------------------------------
-# The pool of large blocks
+# The pool of blocks
 # ----------------------------------------------------------------------------
-#: Blocks this large and larger are pooled; smaller ones are NumPy's (its
-#: allocator and glibc's heap reuse them well).
+#: Blocks this large and larger are pooled (sizes rounded to 1/8 of their
+#: power of two, on pages), as many as the limit allows.
 POOL_MIN_BYTES = 1 << 20
 cdef Py_ssize_t _POOL_MIN_BYTES = POOL_MIN_BYTES
-#: Pooled blocks start on a page: a whole block maps onto whole pages.
+#: Blocks this small and smaller are pooled too (sizes rounded to 64 bytes),
+#: SMALL_IDLE_PER_SIZE of each size at most: a small layer's results and
+#: temporaries are the same sizes on every call, and glibc serves a request
+#: over 1 KiB only after consolidating its fast bins (measured: about a tenth
+#: of a tiny layer's forward call).  Sizes in between are NumPy's.
+SMALL_MAX_BYTES = 1 << 16
+SMALL_IDLE_PER_SIZE = 8
+cdef Py_ssize_t _SMALL_MAX_BYTES = SMALL_MAX_BYTES
+#: Large pooled blocks start on a page: a whole block maps onto whole pages.
 cdef size_t _PAGE = 4096
 DEFAULT_POOL_BYTES = 1 << 30
 
@@ -92,12 +102,19 @@ def _pool_limit_from_env():
 cdef dict _idle = {}           # size class -> addresses of idle blocks of that size
 cdef size_t _idle_bytes = 0
 cdef size_t _pool_limit = _pool_limit_from_env()
-cdef size_t _reused = 0, _fresh = 0
+cdef size_t _reused = 0, _fresh = 0   # large blocks only
+
+
+cdef inline bint pooled_size(Py_ssize_t nbytes):
+    return _pool_limit > 0 and (nbytes >= _POOL_MIN_BYTES or nbytes <= _SMALL_MAX_BYTES)
 
 
 cdef size_t size_class(size_t nbytes):
-    """``nbytes`` rounded up so that similar sizes share blocks: to a multiple of
-    1/8 of its power of two (at most 12.5 % more), and of a page."""
+    """``nbytes`` rounded up so that similar sizes share blocks: small ones to
+    a multiple of 64 bytes; large ones to a multiple of 1/8 of their power of
+    two (at most 12.5 % more), and of a page."""
+    if nbytes <= <size_t>_SMALL_MAX_BYTES:
+        return max(_ALIGNMENT, (nbytes + _ALIGNMENT - 1) // _ALIGNMENT * _ALIGNMENT)
     cdef size_t step = _PAGE
     while step * 16 <= nbytes:
         step <<= 1
@@ -116,37 +133,43 @@ cdef class PooledBlock:
             return
         idle = _idle
         if idle is not None and _idle_bytes + self.size <= _pool_limit:
-            idle.setdefault(self.size, []).append(<uintptr_t>self.address)
-            _idle_bytes += self.size
-        else:
-            free(self.address)
+            blocks = idle.get(self.size)
+            if blocks is None:
+                blocks = idle[self.size] = []
+            if self.size > <size_t>_SMALL_MAX_BYTES or len(blocks) < SMALL_IDLE_PER_SIZE:
+                blocks.append(<uintptr_t>self.address)
+                _idle_bytes += self.size
+                self.address = NULL
+                return
+        free(self.address)
         self.address = NULL
 
 
-cdef cnp.ndarray pooled_bytes(Py_ssize_t nbytes):
+cdef PooledBlock pooled_block(Py_ssize_t nbytes):
+    """A block of at least ``nbytes`` (64-byte aligned; large ones page-aligned),
+    idle in the pool or new."""
     global _idle_bytes, _reused, _fresh
     cdef size_t size = size_class(nbytes)
+    cdef bint large = size > <size_t>_SMALL_MAX_BYTES
     cdef void *address = NULL
     cdef PooledBlock block = PooledBlock.__new__(PooledBlock)
     blocks = _idle.get(size)
     if blocks:
         address = <void *><uintptr_t>blocks.pop()
         _idle_bytes -= size
-        _reused += 1
+        _reused += large
     else:
-        if posix_memalign(&address, _PAGE, size) != 0:
+        if posix_memalign(&address, _PAGE if large else _ALIGNMENT, size) != 0:
             raise MemoryError(f"could not allocate a block of {size} bytes")
-        _fresh += 1
+        _fresh += large
     block.address, block.size = address, size
-    cdef cnp.npy_intp count = nbytes
-    cdef cnp.ndarray view = cnp.PyArray_SimpleNewFromData(1, &count, cnp.NPY_UINT8, address)
-    cnp.set_array_base(view, block)
-    return view
+    return block
 
 
 def pool_info():
-    """The pool of large blocks: idle blocks and bytes, the limit, and how many
-    large allocations were served from it (reused) or from the system (fresh)."""
+    """The pool: idle blocks and bytes (small and large), the limit, and how
+    many large allocations were served from it (reused) or from the system
+    (fresh)."""
     return {"idle_blocks": sum(len(v) for v in _idle.values()), "idle_bytes": _idle_bytes,
             "limit_bytes": _pool_limit, "min_block_bytes": POOL_MIN_BYTES,
             "reused": _reused, "fresh": _fresh}
@@ -186,20 +209,21 @@ cdef void _trim():
             _idle_bytes -= size
 
 
-cdef cnp.ndarray raw_block(Py_ssize_t nbytes, char **aligned):
-    """An array owning at least ``nbytes`` from the 64-byte boundary it sets in
-    ``aligned`` (pooled when large)."""
-    cdef cnp.ndarray block
+cdef object raw_block(Py_ssize_t nbytes, char **aligned):
+    """An object owning at least ``nbytes`` from the 64-byte boundary it sets in
+    ``aligned``: a pooled block, or a NumPy array for the sizes in between."""
+    cdef PooledBlock pooled
+    cdef cnp.ndarray array
     cdef cnp.npy_intp count
-    if nbytes >= _POOL_MIN_BYTES and _pool_limit > 0:
-        block = pooled_bytes(nbytes)
-        aligned[0] = <char *>cnp.PyArray_DATA(block)
-        return block
+    if pooled_size(nbytes):
+        pooled = pooled_block(nbytes)
+        aligned[0] = <char *>pooled.address
+        return pooled
     count = nbytes + _ALIGNMENT
-    block = cnp.PyArray_EMPTY(1, &count, cnp.NPY_UINT8, 0)
-    aligned[0] = <char *>cnp.PyArray_DATA(block)
+    array = cnp.PyArray_EMPTY(1, &count, cnp.NPY_UINT8, 0)
+    aligned[0] = <char *>cnp.PyArray_DATA(array)
     aligned[0] += (_ALIGNMENT - (<size_t>aligned[0]) % _ALIGNMENT) % _ALIGNMENT
-    return block
+    return array
 
 
 cpdef cnp.ndarray aligned_bytes(Py_ssize_t nbytes):
@@ -210,10 +234,14 @@ cpdef cnp.ndarray aligned_bytes(Py_ssize_t nbytes):
     if nbytes > _PHYSICAL_MEMORY:
         check_fits(f"a buffer of {nbytes} bytes", nbytes)
     cdef char *aligned
-    cdef cnp.ndarray block = raw_block(nbytes, &aligned)
-    if aligned == <char *>cnp.PyArray_DATA(block) and cnp.PyArray_NBYTES(block) == nbytes:
-        return block
-    cdef Py_ssize_t offset = aligned - <char *>cnp.PyArray_DATA(block)
+    cdef cnp.npy_intp count = nbytes
+    cdef cnp.ndarray view
+    block = raw_block(nbytes, &aligned)
+    if type(block) is PooledBlock:
+        view = cnp.PyArray_SimpleNewFromData(1, &count, cnp.NPY_UINT8, aligned)
+        cnp.set_array_base(view, block)
+        return view
+    cdef Py_ssize_t offset = aligned - <char *>cnp.PyArray_DATA(<cnp.ndarray>block)
     return block[offset:offset + nbytes]
 
 
@@ -230,7 +258,7 @@ cdef cnp.ndarray aligned_array(tuple shape, cnp.dtype dtype, Py_ssize_t nbytes):
     for i in range(ndim):
         dims[i] = shape[i]
     cdef char *aligned
-    cdef cnp.ndarray block = raw_block(nbytes, &aligned)
+    block = raw_block(nbytes, &aligned)
     Py_INCREF(dtype)  # PyArray_NewFromDescr steals a reference to it
     cdef cnp.ndarray view = PyArray_NewFromDescr(
         <PyTypeObject *>cnp.ndarray, <PyArray_Descr *>dtype, ndim, dims, NULL, aligned,
