@@ -167,14 +167,17 @@ def plan_cache_path() -> Optional[str]:
 
 
 def buffer_pool_info() -> Dict[str, int]:
-    """The pool of large result buffers (>= 1 MiB): idle blocks and bytes, the
-    limit on idle bytes, and how many large allocations it served (reused) or
-    left to the system (fresh).  Reusing a block saves the page faults a fresh
-    one costs on every call of a big layer.
+    """The pool of result buffers (>= 1 MiB, and <= 64 KiB): idle blocks and
+    bytes (``idle_small_blocks`` of them small), the limit on idle bytes, and
+    how many large allocations it served (reused) or left to the system
+    (fresh).  Reusing a large block saves the page faults a fresh one costs on
+    every call of a big layer; reusing a small one saves a malloc on every call
+    of a small layer.
 
     >>> import mxdeconv
-    >>> sorted(mxdeconv.buffer_pool_info())
-    ['fresh', 'idle_blocks', 'idle_bytes', 'limit_bytes', 'min_block_bytes', 'reused']
+    >>> sorted(mxdeconv.buffer_pool_info())  # doctest: +NORMALIZE_WHITESPACE
+    ['fresh', 'idle_blocks', 'idle_bytes', 'idle_small_blocks', 'limit_bytes',
+     'min_block_bytes', 'reused', 'small_max_bytes']
     """
     return buffers.pool_info()
 

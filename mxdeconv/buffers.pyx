@@ -167,11 +167,13 @@ cdef PooledBlock pooled_block(Py_ssize_t nbytes):
 
 
 def pool_info():
-    """The pool: idle blocks and bytes (small and large), the limit, and how
-    many large allocations were served from it (reused) or from the system
-    (fresh)."""
+    """The pool: idle blocks and bytes (small and large; ``idle_small_blocks``
+    of them at most ``small_max_bytes`` each), the limit, and how many large
+    allocations were served from it (reused) or from the system (fresh)."""
+    small = [len(v) for size, v in _idle.items() if size <= <size_t>_SMALL_MAX_BYTES]
     return {"idle_blocks": sum(len(v) for v in _idle.values()), "idle_bytes": _idle_bytes,
-            "limit_bytes": _pool_limit, "min_block_bytes": POOL_MIN_BYTES,
+            "idle_small_blocks": sum(small), "limit_bytes": _pool_limit,
+            "min_block_bytes": POOL_MIN_BYTES, "small_max_bytes": SMALL_MAX_BYTES,
             "reused": _reused, "fresh": _fresh}
 
 

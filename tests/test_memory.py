@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import mxdeconv
-from mxdeconv import _ops, nd
+from mxdeconv import _ops, buffers, nd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 import soak  # noqa: E402
@@ -134,7 +134,8 @@ def test_the_pool_keeps_no_more_idle_bytes_than_its_limit(pool):
     del arrays
     gc.collect()
     info = mxdeconv.buffer_pool_info()
-    assert info["idle_bytes"] <= 3 << 20 and info["idle_blocks"] == 3
+    assert info["idle_bytes"] <= 3 << 20
+    assert info["idle_blocks"] - info["idle_small_blocks"] == 3
     assert mxdeconv.set_buffer_pool_limit(1 << 20) == 3 << 20
     assert mxdeconv.buffer_pool_info()["idle_bytes"] <= 1 << 20
     mxdeconv.empty_buffer_pool()
@@ -159,3 +160,53 @@ def test_pool_limit_from_the_environment():
                               text=True, timeout=120)
         assert done.stdout.strip() == expected, done.stderr
         assert ("is not a byte count" in done.stderr) == warns
+
+
+# -- small blocks ---------------------------------------------------------------------
+def _tiny_call(x, w):
+    return nd.Deconvolution(x, w, kernel=(3, 3), num_filter=8)
+
+
+def test_small_results_come_from_the_pool_and_never_share_live_memory(pool):
+    rng = np.random.default_rng(3)
+    x = nd.array(rng.standard_normal((1, 8, 4, 4)).astype(np.float32))
+    w = nd.array(rng.standard_normal((8, 8, 3, 3)).astype(np.float32))
+    expected = _tiny_call(x, w).asnumpy()
+    live = [_tiny_call(x, w) for _ in range(40)]          # more than are kept idle
+    addresses = {np.asarray(r).ctypes.data for r in live}
+    assert len(addresses) == 40
+    assert all(a % buffers.ALIGNMENT == 0 for a in addresses)
+    del live
+    gc.collect()
+    info = mxdeconv.buffer_pool_info()
+    assert 1 <= info["idle_small_blocks"]
+    per_size = buffers.SMALL_IDLE_PER_SIZE
+    again = [_tiny_call(x, w) for _ in range(per_size)]   # served by the idle ones
+    assert mxdeconv.buffer_pool_info()["idle_small_blocks"] < info["idle_small_blocks"]
+    for result in again:
+        np.testing.assert_array_equal(result.asnumpy(), expected)
+    mxdeconv.empty_buffer_pool()
+    assert mxdeconv.buffer_pool_info()["idle_bytes"] == 0
+
+
+def test_idle_small_blocks_are_bounded_per_size(pool):
+    gc.collect()
+    mxdeconv.empty_buffer_pool()
+    gc.disable()   # only these arrays' blocks go back meanwhile
+    try:
+        arrays = [nd.zeros((100,)) for _ in range(50)]    # one size class, 400 bytes
+        assert mxdeconv.buffer_pool_info()["idle_small_blocks"] == 0
+        del arrays
+        info = mxdeconv.buffer_pool_info()
+    finally:
+        gc.enable()
+    assert info["idle_small_blocks"] == buffers.SMALL_IDLE_PER_SIZE
+    assert info["idle_bytes"] == buffers.SMALL_IDLE_PER_SIZE * 448   # 400 + 48: 64-byte steps
+
+
+def test_no_pool_no_small_blocks_kept(pool):
+    mxdeconv.set_buffer_pool_limit(0)
+    arrays = [nd.zeros((100,)) for _ in range(20)]
+    del arrays
+    gc.collect()
+    assert mxdeconv.buffer_pool_info()["idle_bytes"] == 0
