@@ -1320,12 +1320,15 @@ def time_reorder(MemoryDesc src, MemoryDesc dst, int repeats=5):
     cdef Primitive prim
     cdef double start
     cdef int i
-    own.put((src, dst, False, thread_count(thread_state())), make_reorder(src, dst, False))
+    # The key a call builds; omp_get_max_threads() where a call has thread_count(),
+    # which would also apply a pending set_num_threads() inside the planner's
+    # using_threads() block.
+    own.put((src, dst, False, omp_get_max_threads()), make_reorder(src, dst, False))
     handles[0] = data_ptr(source)
     times = []
     for i in range(repeats + 1):  # the first: warm-up (first touch, kernel caches)
         start = now()
-        prim = own.get((src, dst, False, thread_count(thread_state())))
+        prim = own.get((src, dst, False, omp_get_max_threads()))
         target = new_buffer(dst)
         handles[1] = data_ptr(target)
         prim.run(handles)
