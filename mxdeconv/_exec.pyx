@@ -399,11 +399,11 @@ cdef class PreparedBackward:
     """A validated, planned backward signature on the oneDNN path."""
     cdef BackwardDataPlan data_plan
     cdef BackwardWeightsPlan weights_plan
-    cdef tuple accumulate, needed, reqs
+    cdef tuple accumulate, needed
 
     def __init__(self, BackwardDataPlan data_plan, BackwardWeightsPlan weights_plan,
                  tuple reqs):
-        self.data_plan, self.weights_plan, self.reqs = data_plan, weights_plan, reqs
+        self.data_plan, self.weights_plan = data_plan, weights_plan
         self.accumulate = tuple(r == "add" for r in reqs)
         self.needed = tuple(r != "null" for r in reqs)
 

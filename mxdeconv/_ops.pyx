@@ -25,7 +25,7 @@ from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 
 from ._dnnl cimport *
 from .base import MXNetError
-from .buffers cimport aligned_array, aligned_bytes, aligned_empty
+from .buffers cimport aligned_array, aligned_bytes
 
 cnp.import_array()
 
@@ -512,7 +512,7 @@ cdef class Layout:
 
     def to_plain(self, cnp.ndarray buffer, label="to_default"):
         """A new default-layout array holding the values of ``buffer`` (in this layout)."""
-        plain = aligned_empty(self.shape, self.np_dtype)
+        plain = new_plain_array(self)
         run_reorder(self.desc, buffer, self.plain, plain, False, label)
         return plain
 
