@@ -287,38 +287,52 @@ def test_out_into_a_recorded_variable_raises_like_mxnet():
 
 
 # -- threads ---------------------------------------------------------------------------
-def test_threads_reading_and_using_one_blocked_array():
-    layers, rng = Layers(2), np.random.default_rng(5)
+@pytest.fixture
+def fast_switching():
+    """Python threads switch every microsecond: races show up within few trials."""
     previous = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)
-    try:
-        for trial in range(15):
-            y = _blocked(layers, rng, "result")
-            expected = values(y)
-            a_weight = _rand(rng, layers.a_weight)
-            expected_a = layers.ref(expected, a_weight, layers.k1)
-            errors = []
+    yield
+    sys.setswitchinterval(previous)
 
-            def reader(kind):
-                try:
-                    for _ in range(3):
-                        if kind == 0:
-                            np.testing.assert_array_equal(y.asnumpy(), expected)
-                        elif kind == 1:
-                            np.testing.assert_array_equal(np.asarray(y), expected)
-                        else:
-                            out = nd.Deconvolution(y, a_weight, **layers.kwargs(layers.k1))
-                            np.testing.assert_allclose(out.asnumpy(), expected_a, **TOL)
-                except Exception as error:  # noqa: BLE001
-                    errors.append(error)
-            threads = [threading.Thread(target=reader, args=(n % 3,)) for n in range(6)]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
-            assert not errors, errors[0]
-    finally:
-        sys.setswitchinterval(previous)
+
+def _in_threads(check, count=6):
+    """Run ``check(n)`` for n in range(count), each in its own thread, all at once;
+    fail with the first error any of them raised."""
+    errors = []
+
+    def run(n):
+        try:
+            check(n)
+        except Exception as error:  # noqa: BLE001
+            errors.append(error)
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors[0]
+
+
+def test_threads_reading_and_using_one_blocked_array(fast_switching):
+    layers, rng = Layers(2), np.random.default_rng(5)
+    for trial in range(15):
+        y = _blocked(layers, rng, "result")
+        expected = values(y)
+        a_weight = _rand(rng, layers.a_weight)
+        expected_a = layers.ref(expected, a_weight, layers.k1)
+
+        def reader(n):
+            kind = n % 3
+            for _ in range(3):
+                if kind == 0:
+                    np.testing.assert_array_equal(y.asnumpy(), expected)
+                elif kind == 1:
+                    np.testing.assert_array_equal(np.asarray(y), expected)
+                else:
+                    out = nd.Deconvolution(y, a_weight, **layers.kwargs(layers.k1))
+                    np.testing.assert_allclose(out.asnumpy(), expected_a, **TOL)
+        _in_threads(reader)
 
 
 def _run_python(code, env=None, timeout=120):
@@ -601,40 +615,26 @@ def test_a_view_of_an_inference_weight_exposes_it_for_good():
     np.testing.assert_allclose(y.asnumpy(), layers.ref(data, expected, layers.k3), **TOL)
 
 
-def test_basics_on_one_blocked_array_from_threads():
+def test_basics_on_one_blocked_array_from_threads(fast_switching):
     layers, rng = Layers(2), np.random.default_rng(25)
-    previous = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        for trial in range(8):
-            y = _blocked(layers, rng, "result")
-            expected = values(y)
-            checks = [
-                (lambda: (y * 2 - 1).asnumpy(), expected * 2 - 1),
-                (lambda: y.sum(axis=(2, 3)).asnumpy(), expected.sum(axis=(2, 3))),
-                (lambda: y[3].asnumpy(), expected[3]),          # a view: exposes y
-                (lambda: y[:, 1:2].asnumpy(), expected[:, 1:2]),  # a copy
-                (lambda: y.reshape((0, -1)).asnumpy(), expected.reshape(16, -1)),
-                (lambda: (y > 0).asnumpy(), (expected > 0).astype(np.float32)),
-            ]
-            errors = []
+    for trial in range(8):
+        y = _blocked(layers, rng, "result")
+        expected = values(y)
+        checks = [
+            (lambda: (y * 2 - 1).asnumpy(), expected * 2 - 1),
+            (lambda: y.sum(axis=(2, 3)).asnumpy(), expected.sum(axis=(2, 3))),
+            (lambda: y[3].asnumpy(), expected[3]),          # a view: exposes y
+            (lambda: y[:, 1:2].asnumpy(), expected[:, 1:2]),  # a copy
+            (lambda: y.reshape((0, -1)).asnumpy(), expected.reshape(16, -1)),
+            (lambda: (y > 0).asnumpy(), (expected > 0).astype(np.float32)),
+        ]
 
-            def reader(index):
-                try:
-                    for _ in range(3):
-                        call, wanted = checks[index % len(checks)]
-                        np.testing.assert_allclose(call(), wanted, rtol=1e-5, atol=1e-5)
-                except Exception as error:  # noqa: BLE001
-                    errors.append(error)
-            threads = [threading.Thread(target=reader, args=(n,)) for n in range(6)]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
-            assert not errors, errors[0]
-            np.testing.assert_array_equal(values(y), expected)
-    finally:
-        sys.setswitchinterval(previous)
+        def reader(index):
+            for _ in range(3):
+                call, wanted = checks[index % len(checks)]
+                np.testing.assert_allclose(call(), wanted, rtol=1e-5, atol=1e-5)
+        _in_threads(reader)
+        np.testing.assert_array_equal(values(y), expected)
 
 
 def test_views_as_deconvolution_data_and_out():
