@@ -54,7 +54,8 @@ extensions = [
         # site-packages/mxdeconv/_ops*.so -> <prefix>/lib, where the runtime wheel
         # puts libdnnl.so.3; editable installs rely on the preload in _loader.py.
         runtime_library_dirs=["$ORIGIN/../../.."],
-        **COMMON),
+        # OpenMP for the bias loop's prange (oneDNN's own runtime, GNU OpenMP).
+        **dict(COMMON, extra_compile_args=COMMON["extra_compile_args"] + ["-fopenmp"])),
     # NDArrays in and out of oneDNN plans, and prepared calls: reaches oneDNN
     # only through _ops' C-level interface (_ops.pxd).
     Extension("mxdeconv._exec", sources=["mxdeconv/_exec.pyx"], **COMMON),

@@ -57,6 +57,7 @@ cdef extern from "oneapi/dnnl/dnnl.h" nogil:
         dnnl_backward_weights
 
     ctypedef enum dnnl_alg_kind_t:
+        dnnl_convolution_direct
         dnnl_deconvolution_direct
         dnnl_binary_add
         dnnl_eltwise_relu
@@ -162,6 +163,9 @@ cdef extern from "oneapi/dnnl/dnnl.h" nogil:
                                          dnnl_query_t what, void *result)
     int dnnl_memory_desc_equal(const_dnnl_memory_desc_t lhs, const_dnnl_memory_desc_t rhs)
     size_t dnnl_memory_desc_get_size(const_dnnl_memory_desc_t memory_desc)
+    dnnl_status_t dnnl_memory_desc_permute_axes(dnnl_memory_desc_t *out_memory_desc,
+                                                const_dnnl_memory_desc_t in_memory_desc,
+                                                const int *permutation)
 
     dnnl_status_t dnnl_memory_create(dnnl_memory_t *memory,
                                      const_dnnl_memory_desc_t memory_desc,
@@ -214,6 +218,22 @@ cdef extern from "oneapi/dnnl/dnnl.h" nogil:
         dnnl_prop_kind_t prop_kind, dnnl_alg_kind_t alg_kind,
         const_dnnl_memory_desc_t src_desc, const_dnnl_memory_desc_t dst_desc,
         float alpha, float beta, const_dnnl_primitive_attr_t attr)
+
+    dnnl_status_t dnnl_convolution_forward_primitive_desc_create(
+        dnnl_primitive_desc_t *primitive_desc, dnnl_engine_t engine,
+        dnnl_prop_kind_t prop_kind, dnnl_alg_kind_t alg_kind,
+        const_dnnl_memory_desc_t src_desc, const_dnnl_memory_desc_t weights_desc,
+        const_dnnl_memory_desc_t bias_desc, const_dnnl_memory_desc_t dst_desc,
+        const dnnl_dims_t strides, const dnnl_dims_t dilates,
+        const dnnl_dims_t padding_l, const dnnl_dims_t padding_r,
+        const_dnnl_primitive_attr_t attr)
+    dnnl_status_t dnnl_convolution_backward_data_primitive_desc_create(
+        dnnl_primitive_desc_t *primitive_desc, dnnl_engine_t engine,
+        dnnl_alg_kind_t alg_kind, const_dnnl_memory_desc_t diff_src_desc,
+        const_dnnl_memory_desc_t weights_desc, const_dnnl_memory_desc_t diff_dst_desc,
+        const dnnl_dims_t strides, const dnnl_dims_t dilates,
+        const dnnl_dims_t padding_l, const dnnl_dims_t padding_r,
+        const_dnnl_primitive_desc_t hint_fwd_pd, const_dnnl_primitive_attr_t attr)
 
     dnnl_status_t dnnl_deconvolution_forward_primitive_desc_create(
         dnnl_primitive_desc_t *primitive_desc, dnnl_engine_t engine,

@@ -40,6 +40,9 @@ cdef class Layout:
 
 cdef class PrimitiveDesc:
     cdef dnnl_primitive_desc_t pd
+    # The forward descriptor a backward one was created against: oneDNN's
+    # implementation iterator keeps a pointer to it (next_impl() reads it).
+    cdef PrimitiveDesc hint
     cdef str impl(self)
     cdef MemoryDesc query(self, dnnl_query_t what, int index, str role, bint grouped=*)
     cdef bint next_impl(self) except -1
@@ -68,8 +71,16 @@ cdef class Candidate:
     cdef readonly str family, weights, impl
     cdef readonly object act_type
     cdef readonly bint bias_fused, act_fused
+    cdef readonly bint direct   # a convolution run directly (see direct_conv_pd)
     cdef readonly int index
     cdef object builder
+
+
+# A data tensor's channels as the bias loop walks them: ``planes`` runs of
+# ``rows`` rows of ``width`` channels each, plane p holding the channels
+# [(p % blocks) * width, + width) (those below ``channels``).
+cdef struct ChannelBlocks:
+    Py_ssize_t planes, blocks, rows, width, channels
 
 
 cdef class ForwardPlan:
@@ -77,17 +88,20 @@ cdef class ForwardPlan:
     cdef readonly Layout src, weights, bias, dst
     cdef readonly str impl, family
     cdef readonly object act_type
-    cdef readonly bint bias_fused, act_fused
+    cdef readonly bint bias_fused, act_fused, direct
+    cdef ChannelBlocks bias_blocks   # planes > 0: mxdeconv adds the bias
     cdef readonly int threads
     cdef public object verdict
     cdef int run(self, void *src, void *weights, void *bias, void *dst,
                  bint activate=*) except -1
+    cdef void add_bias(self, float *dst, const float *bias) noexcept
 
 
 cdef class BackwardDataPlan:
     cdef readonly Primitive prim
     cdef readonly Layout diff_dst, weights, diff_src
     cdef readonly str impl, family
+    cdef readonly bint direct
     cdef readonly int threads
     cdef public object verdict
     cdef int run(self, void *diff_dst, void *weights, void *diff_src) except -1

@@ -19,6 +19,8 @@ ROLE_BIAS: Literal["bias"]
 FAMILIES: Tuple[str, ...]
 ELTWISE_ACTIVATIONS: Tuple[str, ...]
 CONVOLUTION_BASED: str
+DIRECT_FORWARD: str
+DIRECT_BACKWARD_DATA: str
 
 
 class LRUCache:
@@ -154,6 +156,8 @@ class Candidate:
     @property
     def act_fused(self) -> bool: ...
     @property
+    def direct(self) -> bool: ...
+    @property
     def index(self) -> int: ...
     @property
     def is_reference(self) -> bool: ...
@@ -161,7 +165,8 @@ class Candidate:
 
 
 class ForwardPlan:
-    """The forward pass of one geometry (and a bias primitive when not fused)."""
+    """The forward pass of one geometry (and a bias primitive when not fused;
+    mxdeconv's bias loop for a direct convolution)."""
 
     verdict: Any
 
@@ -190,6 +195,8 @@ class ForwardPlan:
     @property
     def bias_fused(self) -> bool: ...
     @property
+    def direct(self) -> bool: ...
+    @property
     def threads(self) -> int: ...
     def run_plain(self, src: np.ndarray, weights: np.ndarray, bias: Optional[np.ndarray],
                   dst_init: Optional[np.ndarray] = ..., activate: bool = ...) -> np.ndarray: ...
@@ -208,6 +215,8 @@ class BackwardDataPlan:
     def weights(self) -> Layout: ...
     @property
     def diff_src(self) -> Layout: ...
+    @property
+    def direct(self) -> bool: ...
     @property
     def impl(self) -> str: ...
     @property

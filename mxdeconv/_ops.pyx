@@ -21,6 +21,7 @@ import warnings
 import numpy as np
 cimport numpy as cnp
 from cpython.object cimport PyObject
+from cython.parallel cimport prange
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 
 from ._dnnl cimport *
@@ -576,6 +577,7 @@ cdef class PrimitiveDesc:
     cdef PrimitiveDesc clone(self):
         cdef PrimitiveDesc copy = PrimitiveDesc.__new__(PrimitiveDesc)
         check(dnnl_primitive_desc_clone(&copy.pd, self.pd), "primitive descriptor clone")
+        copy.hint = self.hint
         return copy
 
 
@@ -882,6 +884,7 @@ cdef PrimitiveDesc deconv_pd(Geometry g, Pass which, dnnl_prop_kind_t prop,
     if status == dnnl_unimplemented:
         return None
     check(status, f"deconvolution descriptor ({_PASS_NAMES[which]}, {g!r})")
+    pd.hint = hint
     return pd
 
 
@@ -895,6 +898,138 @@ cdef PrimitiveDesc forward_hint(Geometry g):
     if hint is None:
         raise MXNetError(f"oneDNN has no deconvolution forward for {g!r}")
     return hint
+
+
+cdef MemoryDesc swap_weight_axes(MemoryDesc weights, bint grouped):
+    """``weights`` with its O and I axes swapped, over the same bytes: a
+    deconvolution's weights ``([G,] O, I, *k)`` are its convolution's
+    ``([G,] I, O, *k)`` (oneDNN's ref_deconvolution permutes them the same way)."""
+    cdef int permutation[DNNL_MAX_NDIMS]
+    cdef int i, first = 1 if grouped else 0
+    cdef dnnl_memory_desc_t md = NULL
+    for i in range(len(weights.dims)):
+        permutation[i] = i
+    permutation[first], permutation[first + 1] = first + 1, first
+    check(dnnl_memory_desc_permute_axes(&md, weights.md, permutation),
+          f"weight axes permutation ({weights!r})")
+    try:
+        return wrap_md(md, ROLE_WEIGHTS, grouped)
+    finally:
+        dnnl_memory_desc_destroy(md)
+
+
+cdef PrimitiveDesc direct_conv_pd(Geometry g, Pass which, MemoryDesc src, MemoryDesc weights,
+                                  MemoryDesc dst):
+    """The convolution that oneDNN 3.2 runs for a deconvolution pass, described
+    directly, or None when oneDNN has no implementation for it: the forward is
+    a backward-data convolution from ``src`` (the deconvolution's src) to
+    ``dst``, the backward data a forward convolution from ``dst`` (the
+    deconvolution's diff_dst) to ``src`` (its diff_src).  ``weights`` has the
+    deconvolution's dims.  Run directly, it skips the wrapper's nested
+    execution and argument remapping (about 1 us per call; see
+    DIRECT_FORWARD)."""
+    cdef PrimitiveDesc pd = PrimitiveDesc.__new__(PrimitiveDesc)
+    cdef PrimitiveDesc hint = PrimitiveDesc.__new__(PrimitiveDesc)
+    cdef MemoryDesc conv_weights = swap_weight_axes(weights, g.grouped)
+    cdef MemoryDesc data_any, out_any, weights_any
+    cdef dnnl_status_t status
+    if which == PASS_FORWARD:
+        # The forward convolution a backward-data one is planned against.
+        data_any = new_md(g.src_dims, g.dtype, dnnl_format_tag_any, ROLE_DATA)
+        out_any = new_md(g.dst_dims, g.dtype, dnnl_format_tag_any, ROLE_DATA)
+        weights_any = swap_weight_axes(g.weights_any(), g.grouped)
+        status = dnnl_convolution_forward_primitive_desc_create(
+            &hint.pd, engine(), dnnl_forward_training, dnnl_convolution_direct, out_any.md,
+            weights_any.md, NULL, data_any.md, g.strides, g.dilates, g.pad_l, g.pad_r, NULL)
+        if status == dnnl_unimplemented:
+            return None
+        check(status, f"convolution descriptor (forward hint, {g!r})")
+        status = dnnl_convolution_backward_data_primitive_desc_create(
+            &pd.pd, engine(), dnnl_convolution_direct, dst.md, conv_weights.md, src.md,
+            g.strides, g.dilates, g.pad_l, g.pad_r, hint.pd, NULL)
+        pd.hint = hint
+    elif which == PASS_BACKWARD_DATA:
+        status = dnnl_convolution_forward_primitive_desc_create(
+            &pd.pd, engine(), dnnl_forward_inference, dnnl_convolution_direct, dst.md,
+            conv_weights.md, NULL, src.md, g.strides, g.dilates, g.pad_l, g.pad_r, NULL)
+    else:
+        raise MXNetError(f"direct_conv_pd: no direct convolution for the "
+                         f"{_PASS_NAMES[which]} pass")
+    if status == dnnl_unimplemented:
+        return None
+    check(status, f"convolution descriptor (direct {_PASS_NAMES[which]}, {g!r})")
+    return pd
+
+
+# ----------------------------------------------------------------------------
+# The bias added by mxdeconv (direct forward plans)
+# ----------------------------------------------------------------------------
+# Below this many dst elements the bias loop runs on the calling thread (an
+# OpenMP fork/join costs more than the additions).
+cdef Py_ssize_t PARALLEL_BIAS_ELEMENTS = 1 << 15
+
+
+cdef ChannelBlocks channel_blocks(MemoryDesc dst):
+    """How ``dst`` (an f32 data tensor) lays out its channels for the bias
+    loop, or ``planes == 0`` when it is no layout the loop knows:
+    nc<spatial> (a plane per image and channel), n<spatial>c (a plane per
+    pixel, all channels in a row) and nC<spatial>8c/16c (a plane per image and
+    channel block)."""
+    cdef ChannelBlocks blocks
+    blocks.planes = 0
+    dims = dst.dims
+    spatial = _SPATIAL_LETTERS.get(len(dims) - 2)
+    if spatial is None or dst.dtype != "float32":
+        return blocks
+    cdef Py_ssize_t images = dims[0], channels = dims[1], pixels = 1
+    for extent in dims[2:]:
+        pixels *= extent
+    blocks.channels = channels
+    name = dst.layout
+    if name == "nc" + spatial:
+        blocks.planes, blocks.blocks, blocks.rows, blocks.width = (
+            images * channels, channels, pixels, 1)
+    elif name == "n" + spatial + "c":
+        blocks.planes, blocks.blocks, blocks.rows, blocks.width = images * pixels, 1, 1, channels
+    else:
+        for width in (8, 16):
+            if name == f"nC{spatial}{width}c":
+                count = (channels + width - 1) // width
+                blocks.planes, blocks.blocks, blocks.rows, blocks.width = (
+                    images * count, count, pixels, width)
+    return blocks
+
+
+cdef inline void add_bias_plane(float *dst, const float *bias, const ChannelBlocks *blocks,
+                                Py_ssize_t plane) noexcept nogil:
+    cdef Py_ssize_t first = (plane % blocks.blocks) * blocks.width
+    cdef Py_ssize_t count = blocks.channels - first
+    cdef Py_ssize_t r, i
+    cdef float value
+    cdef float *row = dst + plane * blocks.rows * blocks.width
+    if blocks.width == 1:
+        value = bias[first]
+        for r in range(blocks.rows):
+            row[r] += value
+        return
+    if count > blocks.width:
+        count = blocks.width   # a block's padding channels stay zero
+    for r in range(blocks.rows):
+        for i in range(count):
+            row[i] += bias[first + i]
+        row += blocks.width
+
+
+cdef void add_bias(float *dst, const float *bias, const ChannelBlocks *blocks,
+                   int threads) noexcept nogil:
+    """dst[n, c, ...] += bias[c] in dst's layout, on ``threads`` OpenMP threads."""
+    cdef Py_ssize_t plane
+    if threads > 1 and blocks.planes * blocks.rows * blocks.width >= PARALLEL_BIAS_ELEMENTS:
+        for plane in prange(blocks.planes, num_threads=threads, schedule="static"):
+            add_bias_plane(dst, bias, blocks, plane)
+    else:
+        for plane in range(blocks.planes):
+            add_bias_plane(dst, bias, blocks, plane)
 
 
 # ----------------------------------------------------------------------------
@@ -934,6 +1069,8 @@ cdef class Candidate:
     def __repr__(self):
         weights = ", plain weights" if self.weights == "plain" else ""
         bias = "" if self.bias_fused else ", bias added separately"
+        if self.direct and not self.bias_fused:
+            bias = ", bias added by mxdeconv"
         act = ""
         if self.act_type is not None:
             if not self.act_fused:
@@ -961,6 +1098,8 @@ cdef class ForwardPlan:
             handles[n] = bias; n += 1
         handles[n] = dst
         self.prim.run(handles)
+        if self.bias_blocks.planes and bias != NULL:
+            self.add_bias(<float *>dst, <const float *>bias)
         if self.bias_prim is not None:
             handles[0] = dst
             handles[1] = bias
@@ -971,6 +1110,12 @@ cdef class ForwardPlan:
             handles[1] = dst
             self.act_prim.run(handles)
         return 0
+
+    cdef void add_bias(self, float *dst, const float *bias) noexcept:
+        # On the primitive's team, like the primitive (one thread in a forked child).
+        cdef int threads = 1 if _forked_child else self.threads
+        with nogil:
+            add_bias(dst, bias, &self.bias_blocks, threads)
 
     def run_plain(self, src, weights, bias, dst_init=None, bint activate=True):
         """Run on default-layout NumPy arrays; returns the default-layout result.
@@ -1023,25 +1168,44 @@ cdef Primitive eltwise_primitive(str act_type, Layout dst):
 cdef ForwardPlan build_forward(Geometry g, Candidate c):
     cdef ForwardPlan plan = ForwardPlan.__new__(ForwardPlan)
     cdef PrimitiveDesc pd = c.pd
+    cdef MemoryDesc conv_weights
     plan.impl, plan.family, plan.bias_fused = c.impl, c.family, c.bias_fused
-    plan.act_type, plan.act_fused = c.act_type, c.act_fused
+    plan.act_type, plan.act_fused, plan.direct = c.act_type, c.act_fused, c.direct
     plan.threads = omp_get_max_threads()
-    plan.src = make_layout(pd.query(dnnl_query_src_md, 0, ROLE_DATA), ROLE_DATA, g.data_shape)
-    plan.weights = make_layout(pd.query(dnnl_query_weights_md, 0, ROLE_WEIGHTS, g.grouped),
-                               ROLE_WEIGHTS, g.weight_shape, g.groups)
-    plan.dst = make_layout(pd.query(dnnl_query_dst_md, 0, ROLE_DATA), ROLE_DATA, g.out_shape)
-    args = [(DNNL_ARG_SRC, plan.src.desc), (DNNL_ARG_WEIGHTS, plan.weights.desc)]
+    if c.direct:  # a backward-data convolution: dst is its diff_src
+        plan.src = make_layout(pd.query(dnnl_query_diff_dst_md, 0, ROLE_DATA), ROLE_DATA,
+                               g.data_shape)
+        conv_weights = pd.query(dnnl_query_weights_md, 0, ROLE_WEIGHTS, g.grouped)
+        plan.weights = make_layout(swap_weight_axes(conv_weights, g.grouped), ROLE_WEIGHTS,
+                                   g.weight_shape, g.groups)
+        plan.dst = make_layout(pd.query(dnnl_query_diff_src_md, 0, ROLE_DATA), ROLE_DATA,
+                               g.out_shape)
+        args = [(DNNL_ARG_DIFF_DST, plan.src.desc), (DNNL_ARG_WEIGHTS, conv_weights)]
+    else:
+        plan.src = make_layout(pd.query(dnnl_query_src_md, 0, ROLE_DATA), ROLE_DATA,
+                               g.data_shape)
+        plan.weights = make_layout(pd.query(dnnl_query_weights_md, 0, ROLE_WEIGHTS, g.grouped),
+                                   ROLE_WEIGHTS, g.weight_shape, g.groups)
+        plan.dst = make_layout(pd.query(dnnl_query_dst_md, 0, ROLE_DATA), ROLE_DATA,
+                               g.out_shape)
+        args = [(DNNL_ARG_SRC, plan.src.desc), (DNNL_ARG_WEIGHTS, plan.weights.desc)]
     if g.has_bias:
         if c.bias_fused:
             bias_desc = pd.query(dnnl_query_weights_md, 1, ROLE_BIAS)
             args.append((DNNL_ARG_BIAS, bias_desc))
+        elif c.direct:
+            bias_desc = plain_md(g.bias_dims, g.dtype, ROLE_BIAS, 1)
+            plan.bias_blocks = channel_blocks(plan.dst.desc)
+            if not plan.bias_blocks.planes:
+                raise MXNetError(f"{c!r}: mxdeconv's bias loop does not know dst layout "
+                                 f"{plan.dst.name}")
         else:
             bias_desc = plain_md(g.bias_dims, g.dtype, ROLE_BIAS, 1)
             # The activation follows the bias: fused, it rides on the addition.
             plan.bias_prim = bias_add_primitive(g, plan.dst,
                                                 c.act_type if c.act_fused else None)
         plan.bias = make_layout(bias_desc, ROLE_BIAS, g.bias_dims)
-    args.append((DNNL_ARG_DST, plan.dst.desc))
+    args.append((DNNL_ARG_DIFF_SRC if c.direct else DNNL_ARG_DST, plan.dst.desc))
     plan.prim = make_primitive(pd, args)
     if c.act_type is not None and not c.act_fused:
         plan.act_prim = eltwise_primitive(c.act_type, plan.dst)
@@ -1050,21 +1214,21 @@ cdef ForwardPlan build_forward(Geometry g, Candidate c):
 
 def _enumerate(make_pd, builder, list variants, act_type=None, skip=None):
     """Candidates of one pass: for each variant (data layout family, weights
-    layout family, bias fused?, activation fused?), oneDNN's implementations in
-    its order; duplicates once, and those ``skip(candidate)`` declines, left
-    out; reference kernels last."""
+    layout family, bias fused?, activation fused?, direct convolution?),
+    oneDNN's implementations in its order; duplicates once, and those
+    ``skip(candidate)`` declines, left out; reference kernels last."""
     seen = set()
     deferred = []
     cdef Candidate c
     cdef PrimitiveDesc pd
     cdef int index = 0
-    for family, weights, fused, act_fused in variants:
-        pd = make_pd(family, weights, fused, act_fused)
+    for family, weights, fused, act_fused, direct in variants:
+        pd = make_pd(family, weights, fused, act_fused, direct)
         while pd is not None:
             c = Candidate.__new__(Candidate)
             c.pd, c.family, c.weights, c.bias_fused = pd.clone(), family, weights, fused
-            c.act_type, c.act_fused = act_type, act_fused
-            c.impl, c.builder = pd.impl(), builder
+            c.act_type, c.act_fused, c.direct = act_type, act_fused, bool(direct)
+            c.impl, c.builder = direct + pd.impl(), builder
             key = (c.impl, fused, act_fused, _pd_layout_keys(c.pd))
             if key not in seen and not (skip is not None and skip(c)):
                 seen.add(key)
@@ -1082,14 +1246,23 @@ def _enumerate(make_pd, builder, list variants, act_type=None, skip=None):
         yield c
 
 
-def _variants(has_bias, act_flags=(False,)):
-    """(data family, weights family, bias fused, activation fused) in the order
-    oneDNN's own choice is reached first: every data family with oneDNN's
-    weights layout, then with plain weights (no weight reorder in training),
-    bias fused first, then the activation fused first (``act_flags``)."""
+def _variants(has_bias, act_flags=(False,), direct=None):
+    """(data family, weights family, bias fused, activation fused, direct) in
+    the order oneDNN's own choice is reached first: every data family with
+    oneDNN's weights layout, then with plain weights (no weight reorder in
+    training), bias fused first, then the activation fused first
+    (``act_flags``); then, when ``direct`` is a direct convolution's name
+    prefix (DIRECT_FORWARD, DIRECT_BACKWARD_DATA), those convolutions (bias
+    and activation separate), so that oneDNN's own deconvolution keeps its
+    candidate positions.  ``direct`` is "" in oneDNN's own variants."""
     fused_flags = [True, False] if has_bias else [True]
-    return [(family, weights, fused, act_fused) for fused in fused_flags
-            for act_fused in act_flags for weights in ("any", "plain") for family in FAMILIES]
+    variants = [(family, weights, fused, act_fused, "") for fused in fused_flags
+                for act_fused in act_flags for weights in ("any", "plain")
+                for family in FAMILIES]
+    if direct is not None:
+        variants += [(family, weights, not has_bias, False, direct)
+                     for weights in ("any", "plain") for family in FAMILIES]
+    return variants
 
 
 cdef MemoryDesc weights_md(Geometry g, str weights):
@@ -1131,7 +1304,10 @@ def forward_candidates(geom, str dtype, bint training, bint accumulate, act_type
         act_attr = Attr(False, act_type)
         act_flags = [True, False] if fuse_activation else [False]
 
-    def make_pd(family, weights, fused, act_fused):
+    def make_pd(family, weights, fused, act_fused, direct):
+        if direct:
+            return direct_conv_pd(g, PASS_FORWARD, family_md(g.src_dims, dtype, family),
+                                  weights_md(g, weights), family_md(g.dst_dims, dtype, family))
         # The post-op goes on the deconvolution only when the bias is in it
         # too; with a separate bias it rides on the bias addition instead.
         return deconv_pd(g, PASS_FORWARD, prop, family_md(g.src_dims, dtype, family),
@@ -1139,13 +1315,33 @@ def forward_candidates(geom, str dtype, bint training, bint accumulate, act_type
                          family_md(g.dst_dims, dtype, family), None,
                          act_attr if act_fused and fused else attr)
 
+    # A direct convolution takes neither the sum post-op nor a bias; mxdeconv's
+    # bias loop adds float32 only.
+    direct = DIRECT_FORWARD if dtype == "float32" and not accumulate else None
     return _enumerate(make_pd, lambda c: build_forward(g, c),
-                      _variants(g.has_bias, act_flags), act_type, _slow_post_op)
+                      _variants(g.has_bias, act_flags, direct), act_type, _forward_skip)
 
 
 #: oneDNN's convolution-based deconvolution (``ref_deconvolution``: a backward-
 #: data convolution) names its implementations "conv:any+<convolution>".
 CONVOLUTION_BASED = "conv:any+"
+#: mxdeconv's names for the direct convolutions (see direct_conv_pd): the
+#: forward runs "conv:bwd_data+<convolution>", the backward data
+#: "conv:fwd+<convolution>".
+DIRECT_FORWARD, DIRECT_BACKWARD_DATA = "conv:bwd_data+", "conv:fwd+"
+
+
+def _forward_skip(Candidate c):
+    return _slow_post_op(c) or _bias_loop_cannot_add(c)
+
+
+def _bias_loop_cannot_add(Candidate c):
+    """Whether ``c`` is a direct convolution with a bias whose dst layout
+    mxdeconv's bias loop does not know."""
+    if not c.direct or c.bias_fused:
+        return False
+    dst = c.pd.query(dnnl_query_diff_src_md, 0, ROLE_DATA)
+    return channel_blocks(dst).planes == 0
 
 
 def _slow_post_op(Candidate c):
@@ -1199,7 +1395,7 @@ def backward_weights_candidates(geom, str dtype):
     cdef Geometry g = Geometry.of(geom, dtype)
     cdef PrimitiveDesc hint = forward_hint(g)
 
-    def make_pd(family, weights, fused, act_fused):
+    def make_pd(family, weights, fused, act_fused, direct):
         return deconv_pd(g, PASS_BACKWARD_WEIGHTS, dnnl_backward_weights,
                          family_md(g.src_dims, dtype, family), weights_md(g, weights),
                          g.bias_any() if g.has_bias else None,
@@ -1233,26 +1429,44 @@ def backward_data_candidates(geom, str dtype):
     cdef Geometry g = Geometry.of(geom, dtype)
     cdef PrimitiveDesc hint = forward_hint(g)
 
-    def make_pd(family, weights, fused, act_fused):
+    def make_pd(family, weights, fused, act_fused, direct):
+        if direct:
+            return direct_conv_pd(g, PASS_BACKWARD_DATA, family_md(g.src_dims, dtype, family),
+                                  weights_md(g, weights), family_md(g.dst_dims, dtype, family))
         return deconv_pd(g, PASS_BACKWARD_DATA, dnnl_backward_data,
                          family_md(g.src_dims, dtype, family), weights_md(g, weights), None,
                          family_md(g.dst_dims, dtype, family), hint, None)
 
-    return _enumerate(make_pd, lambda c: build_backward_data(g, c), _variants(False))
+    return _enumerate(make_pd, lambda c: build_backward_data(g, c),
+                      _variants(False, direct=DIRECT_BACKWARD_DATA))
 
 
 cdef BackwardDataPlan build_backward_data(Geometry g, Candidate c):
     cdef BackwardDataPlan plan = BackwardDataPlan.__new__(BackwardDataPlan)
+    cdef MemoryDesc weights
     plan.impl, plan.family, plan.threads = c.impl, c.family, omp_get_max_threads()
-    plan.diff_dst = make_layout(c.pd.query(dnnl_query_diff_dst_md, 0, ROLE_DATA),
-                                ROLE_DATA, g.out_shape)
-    plan.weights = make_layout(c.pd.query(dnnl_query_weights_md, 0, ROLE_WEIGHTS, g.grouped),
-                               ROLE_WEIGHTS, g.weight_shape, g.groups)
-    plan.diff_src = make_layout(c.pd.query(dnnl_query_diff_src_md, 0, ROLE_DATA),
-                                ROLE_DATA, g.data_shape)
-    plan.prim = make_primitive(c.pd, [(DNNL_ARG_DIFF_DST, plan.diff_dst.desc),
-                                      (DNNL_ARG_WEIGHTS, plan.weights.desc),
-                                      (DNNL_ARG_DIFF_SRC, plan.diff_src.desc)])
+    plan.direct = c.direct
+    if c.direct:  # a forward convolution from diff_dst to diff_src
+        plan.diff_dst = make_layout(c.pd.query(dnnl_query_src_md, 0, ROLE_DATA),
+                                    ROLE_DATA, g.out_shape)
+        weights = c.pd.query(dnnl_query_weights_md, 0, ROLE_WEIGHTS, g.grouped)
+        plan.weights = make_layout(swap_weight_axes(weights, g.grouped), ROLE_WEIGHTS,
+                                   g.weight_shape, g.groups)
+        plan.diff_src = make_layout(c.pd.query(dnnl_query_dst_md, 0, ROLE_DATA),
+                                    ROLE_DATA, g.data_shape)
+        args = [(DNNL_ARG_SRC, plan.diff_dst.desc), (DNNL_ARG_WEIGHTS, weights),
+                (DNNL_ARG_DST, plan.diff_src.desc)]
+    else:
+        plan.diff_dst = make_layout(c.pd.query(dnnl_query_diff_dst_md, 0, ROLE_DATA),
+                                    ROLE_DATA, g.out_shape)
+        plan.weights = make_layout(c.pd.query(dnnl_query_weights_md, 0, ROLE_WEIGHTS,
+                                              g.grouped),
+                                   ROLE_WEIGHTS, g.weight_shape, g.groups)
+        plan.diff_src = make_layout(c.pd.query(dnnl_query_diff_src_md, 0, ROLE_DATA),
+                                    ROLE_DATA, g.data_shape)
+        args = [(DNNL_ARG_DIFF_DST, plan.diff_dst.desc), (DNNL_ARG_WEIGHTS, plan.weights.desc),
+                (DNNL_ARG_DIFF_SRC, plan.diff_src.desc)]
+    plan.prim = make_primitive(c.pd, args)
     return plan
 
 
@@ -1306,6 +1520,21 @@ cdef list time_primitive(Primitive prim, list descs, int repeats):
     return times
 
 
+cdef list time_bias_loop(ForwardPlan plan, int repeats):
+    """Per-run seconds of mxdeconv's bias loop of a direct forward plan."""
+    cdef float *dst = <float *>data_ptr(touched_bytes(plan.dst.desc.size + 64, 0))
+    cdef const float *bias = <const float *>data_ptr(touched_bytes(plan.bias.desc.size + 64, 1))
+    cdef double start
+    cdef int i
+    plan.add_bias(dst, bias)  # warm-up, as for primitives
+    times = []
+    for i in range(repeats):
+        start = now()
+        plan.add_bias(dst, bias)
+        times.append(now() - start)
+    return times
+
+
 def time_reorder(MemoryDesc src, MemoryDesc dst, int repeats=5):
     """Per-call seconds of the reorder ``src`` -> ``dst`` as a call pays it:
     the same steps as ``reordered()`` (a cache lookup, a fresh target buffer,
@@ -1349,6 +1578,8 @@ def bench_raw(plan, int repeats=10):
         if fwd.bias is not None and fwd.bias_fused:
             descs.append(fwd.bias.desc)
         times = time_primitive(fwd.prim, descs + [fwd.dst.desc], repeats)
+        if fwd.bias_blocks.planes:
+            times = [a + b for a, b in zip(times, time_bias_loop(fwd, repeats))]
         if fwd.bias_prim is not None:
             bias_times = time_primitive(fwd.bias_prim, [fwd.dst.desc, fwd.bias.desc,
                                                         fwd.dst.desc], repeats)

@@ -1,0 +1,179 @@
+"""Direct convolutions: a deconvolution pass run as the convolution oneDNN
+itself would run for it, without its wrapper, with mxdeconv's bias loop.
+
+oneDNN 3.2 computes a deconvolution forward as a backward-data convolution
+and its backward data as a forward convolution, through a wrapper whose
+nested execution costs about a microsecond a call.  The planner also offers
+those convolutions directly (``conv:bwd_data+...``, ``conv:fwd+...``), the
+weights' O and I axes swapped over the same bytes and, for the forward, the
+bias added by mxdeconv in the dst layout the kernel chose.  Every such
+candidate is checked here against the float64 scatter reference, at
+realistic channel counts, with a non-zero bias, in every layout the bias loop
+walks (nchw, nhwc, nChw16c/nChw8c with padded channel blocks), 1-D to 3-D,
+grouped and depthwise, on one thread and on the caller's count.
+"""
+import inspect
+
+import numpy as np
+import pytest
+
+import mxdeconv
+from mxdeconv import MXNetError, _ops, deconvolution, nd, plans
+from mxdeconv.params import infer_geometry, parse_params
+from reference import reference_backward, reference_forward
+
+LAYERS = {
+    # name: (data shape, parameters)
+    "dcgan_512_256": ((4, 512, 4, 4), dict(kernel=(4, 4), stride=(2, 2), pad=(1, 1),
+                                           num_filter=256)),
+    "channels_20_blocks_padded": ((2, 20, 5, 5), dict(kernel=(3, 3), dilate=(2, 2),
+                                                      num_filter=19)),
+    "grouped_adj": ((2, 64, 5, 7), dict(kernel=(3, 3), stride=(2, 2), pad=(1, 1), adj=(1, 0),
+                                        num_filter=96, num_group=4)),
+    "depthwise_upsample": ((1, 64, 8, 8), dict(kernel=(4, 4), stride=(2, 2), pad=(1, 1),
+                                               num_filter=64, num_group=64)),
+    "audio_1d": ((2, 128, 33), dict(kernel=(8,), stride=(4,), pad=(2,), num_filter=64)),
+    "volume_3d": ((1, 64, 3, 4, 5), dict(kernel=(2, 2, 2), stride=(2, 2, 2), num_filter=32)),
+}
+
+
+def _layer(name, with_bias=True):
+    shape, params = LAYERS[name]
+    params = dict(params, no_bias=not with_bias)
+    geom = infer_geometry(parse_params(params), shape)
+    rng = np.random.default_rng(len(name))
+    data = rng.standard_normal(geom.data_shape).astype(np.float32)
+    weight = (rng.standard_normal(geom.weight_shape) / 8).astype(np.float32)
+    bias = None
+    if with_bias:
+        bias = (rng.standard_normal(geom.bias_shape) + 3).astype(np.float32)
+    return geom, data, weight, bias
+
+
+def _reference(geom, data, weight, bias):
+    param = geom.param
+    return reference_forward(data, weight, bias, param.kernel, param.stride, param.dilate,
+                             geom.pad_l, geom.pad_r, param.num_group)
+
+
+def _close(actual, expected, what):
+    scale = max(1.0, float(np.abs(expected).max()))
+    error = float(np.abs(actual - expected).max())
+    assert error <= 2e-5 * scale, f"{what}: max error {error:.3g} (|ref| max {scale:.3g})"
+
+
+@pytest.mark.parametrize("threads", [1, None], ids=["1_thread", "callers_threads"])
+@pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "no_bias"])
+@pytest.mark.parametrize("name", sorted(LAYERS))
+def test_every_direct_forward_agrees_with_the_reference(name, with_bias, threads):
+    geom, data, weight, bias = _layer(name, with_bias)
+    expected = _reference(geom, data, weight, bias)
+    layouts = set()
+    with _ops.using_threads(threads or _ops.get_num_threads()):
+        direct = [c for c in _ops.forward_candidates(geom, "float32", False, False)
+                  if c.direct and not c.is_reference]
+        assert direct, "oneDNN offered no direct convolution"
+        for candidate in direct:
+            assert candidate.impl.startswith(_ops.DIRECT_FORWARD)
+            assert candidate.bias_fused == (not with_bias)
+            plan = candidate.build()
+            layouts.add(plan.dst.name)
+            _close(plan.run_plain(data, weight, bias), expected, repr(candidate))
+    if name == "channels_20_blocks_padded":   # the layouts the bias loop walks
+        assert {"nchw", "nhwc"} <= layouts and layouts & {"nChw16c", "nChw8c"}, layouts
+
+
+@pytest.mark.parametrize("name", sorted(LAYERS))
+def test_every_direct_backward_data_agrees_with_the_reference(name):
+    geom, data, weight, _ = _layer(name, with_bias=False)
+    param = geom.param
+    out_grad = np.random.default_rng(1).standard_normal(geom.out_shape).astype(np.float32)
+    expected = reference_backward(out_grad, data, weight, param.kernel, param.stride,
+                                  param.dilate, geom.pad_l, geom.pad_r, param.num_group,
+                                  with_bias=False)[0]
+    direct = [c for c in _ops.backward_data_candidates(geom, "float32")
+              if c.direct and not c.is_reference]
+    assert direct, "oneDNN offered no direct convolution"
+    for candidate in direct:
+        assert candidate.impl.startswith(_ops.DIRECT_BACKWARD_DATA)
+        _close(candidate.build().run_plain(out_grad, weight), expected, repr(candidate))
+
+
+def test_direct_candidates_follow_oneDNNs_own_and_skip_what_they_cannot_run():
+    """oneDNN's own deconvolution keeps its candidate positions (oneDNN's first
+    choice stays first); a direct convolution takes no sum post-op (req=add)
+    and mxdeconv's bias loop adds float32 only."""
+    geom, *_ = _layer("grouped_adj")
+    candidates = list(_ops.forward_candidates(geom, "float32", False, False))
+    flags = [c.direct for c in candidates if not c.is_reference]
+    assert not flags[0] and flags == sorted(flags)
+    assert not any(c.direct for c in _ops.forward_candidates(geom, "float32", False, True))
+    assert not any(c.direct for c in _ops.forward_candidates(geom, "bfloat16", False, False))
+    assert "bias added by mxdeconv" in repr(next(c for c in candidates if c.direct))
+
+
+def test_a_direct_plan_runs_through_the_public_call_with_autograd():
+    """Whatever the planner picks, a direct plan forced through the public call
+    agrees forward and backward, and explain() names it."""
+    geom, data, weight, bias = _layer("dcgan_512_256")
+    params = dict(LAYERS["dcgan_512_256"][1], no_bias=False)
+    key = ("forward", geom, "float32", True, False, None, _ops.get_num_threads(),
+           plans.tuning())
+    direct = next(c for c in _ops.forward_candidates(geom, "float32", True, False)
+                  if c.direct and c.family == "plain")
+    plan = direct.build()
+    plan.verdict = plans.Choice(direct.index, plan.threads, direct.impl, "forced by a test")
+    mxdeconv.clear_cache()
+    _ops.cache_put(key, plan)
+    try:
+        x, w, b = nd.array(data), nd.array(weight), nd.array(bias)
+        for array in (x, w, b):
+            array.attach_grad()
+        with mxdeconv.autograd.record():
+            y = nd.Deconvolution(x, w, b, **params)
+        assert mxdeconv.last_impl() == "onednn"
+        _close(y.asnumpy(), _reference(geom, data, weight, bias), "forward")
+        y.backward(nd.array(np.ones(geom.out_shape, np.float32)))
+        param = geom.param
+        expected = reference_backward(np.ones(geom.out_shape), data, weight, param.kernel,
+                                      param.stride, param.dilate, geom.pad_l, geom.pad_r,
+                                      param.num_group)
+        for array, want, what in zip((x, w, b), expected, ("data", "weight", "bias")):
+            _close(array.grad.asnumpy(), want, f"{what} gradient")
+    finally:
+        mxdeconv.clear_cache()
+
+
+def test_the_compiled_entry_points_are_the_documented_functions():
+    for name in ("Deconvolution", "Deconvolution_backward"):
+        entry = getattr(nd, name)
+        assert entry is getattr(deconvolution, name)
+        assert entry.__module__ == "mxdeconv._exec" and entry.__name__ == name
+        documented = entry.__wrapped__
+        assert entry.__doc__ == documented.__doc__ and ":func:" in entry.__doc__
+        assert inspect.signature(entry) == inspect.signature(documented)
+    x = np.ones((1, 2, 3, 3), np.float32)
+    w = np.ones((2, 2, 2, 2), np.float32)
+    for bad in (3, b"y"):
+        with pytest.raises(TypeError, match="name must be a string or None"):
+            nd.Deconvolution(x, w, kernel=(2, 2), num_filter=2, name=bad)
+        with pytest.raises(TypeError, match="name must be a string or None"):
+            nd.Deconvolution_backward(np.ones((1, 2, 4, 4), np.float32), x, w,
+                                      kernel=(2, 2), num_filter=2, name=bad)
+    y = nd.Deconvolution(nd.array(x), nd.array(w), kernel=(2, 2), num_filter=2, name="up")
+    assert y.shape == (1, 2, 4, 4)
+    with pytest.raises(MXNetError, match="num_filter"):
+        nd.Deconvolution(x, w, kernel=(2, 2))
+
+
+def test_more_threads_must_win_by_a_margin():
+    one, two = (1e-6, 1, None, None), (0.97e-6, 2, None, None)
+    assert sorted([two, one], key=plans._ranking)[0] is one
+    faster = (0.9e-6, 2, None, None)
+    assert sorted([one, faster], key=plans._ranking)[0] is faster
+
+
+def test_kept_choices_are_keyed_by_the_candidate_set():
+    geom, *_ = _layer("grouped_adj")
+    key = plans._store_key(("forward", geom, "float32", False, False, None, 2, True), geom)
+    assert f',{plans.CANDIDATES_VERSION},"forward"' in key
