@@ -57,6 +57,14 @@ SHORT_RUNS, SHORT_RUNS_S = 15, 0.0005
 #: Below this many multiply-adds a pass is also tried on one thread (OpenMP's
 #: fork/join costs more than the work); above it, only on the caller's count.
 ONE_THREAD_MACS = 32_000_000
+#: A candidate on more threads must be this much faster than one on fewer to be
+#: preferred: on a small layer their times differ by less than OpenMP's
+#: fork/join varies from run to run, and one thread leaves the other cores free.
+MORE_THREADS_MARGIN = 0.05
+#: Part of the on-disk key: bumped whenever the candidates a pass enumerates
+#: change, since a kept choice names its candidate by position (2: the direct
+#: convolutions joined).
+CANDIDATES_VERSION = 2
 
 
 def _env_tuning() -> bool:
@@ -302,7 +310,7 @@ def _tune(geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
         seconds, threads, candidate, plan = timed[position]
         with _ops.using_threads(threads):
             timed[position] = (cost(plan), threads, candidate, plan)
-    timed.sort(key=lambda entry: entry[0])
+    timed.sort(key=_ranking)
     measured = [Measured(repr(c), t, s) for s, t, c, _ in timed]
     for position, (seconds, threads, candidate, plan) in enumerate(timed):
         reason = check(plan)
@@ -324,6 +332,12 @@ def _tune(geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
                   rejected, measured), plan
 
 
+def _ranking(entry: Tuple[float, int, Any, Any]) -> float:
+    """A timed candidate's rank: its seconds, MORE_THREADS_MARGIN more on several threads."""
+    seconds, threads = entry[0], entry[1]
+    return seconds * (1 + MORE_THREADS_MARGIN) if threads > 1 else seconds
+
+
 def _rebuild(choice: Choice, candidates: Callable[[], Iterable[Any]]) -> Any:
     with _ops.using_threads(choice.threads):
         for candidate in candidates():
@@ -335,10 +349,10 @@ def _rebuild(choice: Choice, candidates: Callable[[], Iterable[Any]]) -> Any:
 
 
 def _store_key(key: tuple, geom: DeconvGeometry) -> str:
-    """The on-disk key: library, ISA, then the planner key (pass, dtype, mode
-    flags, threads) with the geometry spelled out."""
+    """The on-disk key: library, ISA, candidate set, then the planner key
+    (pass, dtype, mode flags, threads) with the geometry spelled out."""
     param = geom.param
-    return json.dumps([_ops.onednn_version(), _ops.cpu_isa(), key[0],
+    return json.dumps([_ops.onednn_version(), _ops.cpu_isa(), CANDIDATES_VERSION, key[0],
                        [k for k in key[2:] if isinstance(k, (bool, int, str))],
                        list(geom.data_shape), list(param.kernel), list(param.stride),
                        list(param.dilate), list(geom.pad_l), list(geom.pad_r),

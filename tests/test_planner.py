@@ -209,7 +209,7 @@ def test_concurrent_processes_keep_the_cache_file_whole(tmp_path):
     for run in runs:
         assert run.wait(timeout=300) == 0, run.stderr.read()[-3000:]
     entries = json.loads((tmp_path / "plans-v2.json").read_text())["entries"]
-    sizes = {json.loads(key)[4][2] for key in entries}
+    sizes = {json.loads(key)[5][2] for key in entries}
     assert sizes == set(range(3, 9))
 
 
