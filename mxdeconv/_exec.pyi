@@ -1,6 +1,6 @@
 """Type stubs for the compiled hot path (``mxdeconv/_exec.pyx``): NDArrays in
 and out of oneDNN plans, and prepared calls."""
-from typing import Any, Dict, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 from ._ops import BackwardDataPlan, BackwardWeightsPlan, ForwardPlan
 from .ndarray import NDArray
@@ -46,6 +46,15 @@ def deconv_backward(data_plan: BackwardDataPlan, weights_plan: BackwardWeightsPl
                     needed: Tuple[bool, bool, bool]) -> _Grads: ...
 def forward(data: Any, weight: Any, bias: Any, out: Any, req: Any, train: Any,
             params: Dict[str, Any], act_type: Optional[str] = ...) -> Union[NDArray, Miss]: ...
+def set_full_paths(forward: Callable[..., Any], documented_forward: Callable[..., Any],
+                   backward: Callable[..., Any],
+                   documented_backward: Callable[..., Any]) -> None: ...
+def Deconvolution(data: Any, weight: Any, bias: Any = ..., out: Optional[NDArray] = ...,
+                  req: str = ..., train: Optional[bool] = ..., name: Optional[str] = ...,
+                  **params: Any) -> Optional[NDArray]: ...
+def Deconvolution_backward(out_grad: Any, data: Any, weight: Any, bias: Any = ...,
+                           req: Any = ..., grads: Any = ..., train: Optional[bool] = ...,
+                           name: Optional[str] = ..., **params: Any) -> _Grads: ...
 def keep(key: Tuple[Any, ...], prepared: Union[PreparedForward, PreparedBackward]) -> None: ...
 def backward(out_grad: Any, data: Any, weight: Any, bias: Any, req: Any, grads: Any,
              train: Any, params: Dict[str, Any]) -> Union[_Grads, Miss]: ...

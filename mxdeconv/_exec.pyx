@@ -17,6 +17,10 @@ change between calls (which arrays alias, their layouts) and runs its plan.
 """
 import numpy as np
 cimport numpy as cnp
+from cpython.dict cimport PyDict_Next
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_New, PyTuple_SET_ITEM
 
 from ._ops cimport (BackwardDataPlan, BackwardWeightsPlan, ForwardPlan, Layout, MemoryDesc,
                     ThreadState, data_ptr, enter_threads, leave_threads, new_buffer,
@@ -319,8 +323,35 @@ cdef object ONEDNN = registry.ONEDNN
 cdef inline long dtype_code(dt):
     """A dtype as an int for a cache key: its type number and byte order.
     Hashing a NumPy dtype rebuilds a tuple of its fields on every call (about
-    50 ns, three times per key), where an int hashes to itself."""
-    return (<cnp.dtype>dt).type_num * 256 + (<cnp.dtype>dt).byteorder
+    50 ns, three times per key), where an int hashes to itself.  A native
+    builtin dtype is its type number alone: a small int, which CPython keeps
+    one object of, so the key lookup compares it by identity."""
+    cdef int type_num = (<cnp.dtype>dt).type_num
+    cdef char order = (<cnp.dtype>dt).byteorder
+    if order == b'=' or order == b'|':
+        return type_num
+    return type_num + (<long>order << 16)
+
+
+cdef tuple flat_key(tuple head, dict params):
+    """``head`` followed by each parameter's name and value, in one flat tuple:
+    a dict lookup compares a nested tuple through one more call per level."""
+    cdef Py_ssize_t size = len(head), i, position = 0
+    cdef PyObject *name
+    cdef PyObject *value
+    cdef tuple key = PyTuple_New(size + 2 * len(params))
+    for i in range(size):
+        item = <object>PyTuple_GET_ITEM(head, i)
+        Py_INCREF(item)
+        PyTuple_SET_ITEM(key, i, item)
+    i = size
+    while PyDict_Next(params, &position, &name, &value):
+        Py_INCREF(<object>name)
+        PyTuple_SET_ITEM(key, i, <object>name)
+        Py_INCREF(<object>value)
+        PyTuple_SET_ITEM(key, i + 1, <object>value)
+        i += 2
+    return key
 
 
 cdef inline object shape_code(NDArrayBase arr):
@@ -363,6 +394,10 @@ def forward(data, weight, bias, out, req, train, dict params, act_type=None):
     """A Deconvolution forward (followed by the activation ``act_type``, if not
     None) through its prepared call, or a Miss saying where to keep one once
     the full path has validated and planned the signature."""
+    return prepared_forward(data, weight, bias, out, req, train, params, act_type)
+
+
+cdef object prepared_forward(data, weight, bias, out, req, train, dict params, act_type):
     if type(req) is not str or (train is not None and type(train) is not bool):
         return miss(None)
     if not (usable(data) and usable(weight) and (bias is None or usable(bias))):
@@ -374,11 +409,12 @@ def forward(data, weight, bias, out, req, train, dict params, act_type=None):
         return miss(None)
     cdef ThreadState state = thread_state()
     cdef NDArrayBase d = data, w = weight
-    key = (LRU_KEY_FORWARD, tuple(params), tuple(params.values()), bools,
-           d._shape, dtype_code(d._dtype), w._shape, dtype_code(w._dtype),
-           shape_code(bias), dtype_code_of(bias), shape_code(out), dtype_code_of(out),
-           req, _modes.training if train is None else train, thread_count(state),
-           _dispatch.forced, registry._onednn_enabled, plans._tuning, act_type)
+    key = flat_key((LRU_KEY_FORWARD, bools, d._shape, dtype_code(d._dtype), w._shape,
+                    dtype_code(w._dtype), shape_code(bias), dtype_code_of(bias),
+                    shape_code(out), dtype_code_of(out), req,
+                    _modes.training if train is None else train, thread_count(state),
+                    _dispatch.forced, registry._onednn_enabled, plans._tuning, act_type),
+                   params)
     prepared = state.cache.get(key)
     if prepared is None:
         return miss(key)
@@ -388,6 +424,40 @@ def forward(data, weight, bias, out, req, train, dict params, act_type=None):
             return miss(None)   # out= aliasing an input: the full path computes first
         tape.check_assignable("out", out)
     return (<PreparedForward>prepared).execute(data, weight, bias, out, params)
+
+
+# The full paths of forward and backward calls (deconvolution._forward and
+# _backward, in the layer above) and the documented entry points they belong
+# to: handed in by that module.
+cdef object _full_forward = None
+cdef object _documented_forward = None
+cdef object _full_backward = None
+cdef object _documented_backward = None
+
+
+def set_full_paths(forward, documented_forward, backward, documented_backward):
+    """Hand in the full paths, ``forward(key, data, weight, bias, out, req,
+    train, params)`` and ``backward(key, out_grad, data, weight, bias, req,
+    grads, train, params)``, and the documented ``Deconvolution`` and
+    ``Deconvolution_backward`` they are the slow half of: the compiled entry
+    points below call them when the prepared call cannot serve."""
+    global _full_forward, _documented_forward, _full_backward, _documented_backward
+    _full_forward, _documented_forward = forward, documented_forward
+    _full_backward, _documented_backward = backward, documented_backward
+
+
+def Deconvolution(data, weight, bias=None, out=None, req="write", train=None, name=None,
+                  **params):
+    """``deconvolution.Deconvolution`` compiled: a repeated call reaches its
+    prepared call without a Python frame or CPython's keyword binding (about
+    half a microsecond of a tiny layer's call); any other call goes on to the
+    full path with the key the prepared call would have."""
+    if name is not None and type(name) is not str:
+        return _documented_forward(data, weight, bias, out, req, train, name, **params)
+    result = prepared_forward(data, weight, bias, out, req, train, params, None)
+    if type(result) is Miss:
+        return _full_forward((<Miss>result).key, data, weight, bias, out, req, train, params)
+    return result
 
 
 def keep(key, prepared):
@@ -420,6 +490,24 @@ cdef class PreparedBackward:
 
 def backward(out_grad, data, weight, bias, req, grads, train, dict params):
     """A Deconvolution backward through its prepared call, or a Miss."""
+    return prepared_backward(out_grad, data, weight, bias, req, grads, train, params)
+
+
+def Deconvolution_backward(out_grad, data, weight, bias=None, req="write", grads=None,
+                           train=True, name=None, **params):
+    """``deconvolution.Deconvolution_backward`` compiled, as
+    :func:`Deconvolution` is."""
+    if name is not None and type(name) is not str:
+        return _documented_backward(out_grad, data, weight, bias, req, grads, train, name,
+                                    **params)
+    result = prepared_backward(out_grad, data, weight, bias, req, grads, train, params)
+    if type(result) is Miss:
+        return _full_backward((<Miss>result).key, out_grad, data, weight, bias, req, grads,
+                              train, params)
+    return result
+
+
+cdef object prepared_backward(out_grad, data, weight, bias, req, grads, train, dict params):
     if train is not None and type(train) is not bool:
         return miss(None)
     if type(req) is str:
@@ -454,11 +542,12 @@ def backward(out_grad, data, weight, bias, req, grads, train, dict params):
                                 dtype_code((<NDArrayBase>target)._dtype)))
     cdef ThreadState state = thread_state()
     cdef NDArrayBase g = out_grad, d = data, w = weight
-    key = (LRU_KEY_BACKWARD, tuple(params), tuple(params.values()), bools,
-           g._shape, dtype_code(g._dtype), d._shape, dtype_code(d._dtype),
-           w._shape, dtype_code(w._dtype), shape_code(bias), dtype_code_of(bias),
-           reqs, tuple(target_sigs), _modes.training if train is None else train,
-           thread_count(state), _dispatch.forced, registry._onednn_enabled, plans._tuning)
+    key = flat_key((LRU_KEY_BACKWARD, bools, g._shape, dtype_code(g._dtype), d._shape,
+                    dtype_code(d._dtype), w._shape, dtype_code(w._dtype), shape_code(bias),
+                    dtype_code_of(bias), reqs, tuple(target_sigs),
+                    _modes.training if train is None else train, thread_count(state),
+                    _dispatch.forced, registry._onednn_enabled, plans._tuning),
+                   params)
     prepared = state.cache.get(key)
     if prepared is None:
         return miss(key)

@@ -17,6 +17,7 @@ derivative (from the output) into :func:`Deconvolution_backward`.
 """
 from __future__ import annotations
 
+import functools
 import weakref
 from typing import Any, List, Optional, Sequence, Tuple, Union
 
@@ -349,6 +350,8 @@ def explain(data: Any, weight: Any, bias: Any = None, train: Optional[bool] = No
             bias_note = "no bias"
         elif plan.bias_fused:
             bias_note = "bias fused"
+        elif plan.direct:
+            bias_note = "bias added by mxdeconv"
         else:
             bias_note = "bias added by a separate primitive"
         if plan.act_type is None:
@@ -363,3 +366,15 @@ def explain(data: Any, weight: Any, bias: Any = None, train: Optional[bool] = No
                  f"{plan.src.name}, weights {plan.weights.name}, dst {plan.dst.name}"
                  f"\n  check: {plan.verdict.verdict()}")
     return text
+
+
+if _exec is not None:
+    # The same functions compiled (see _exec.Deconvolution): a repeated call
+    # skips the Python frame.  The documented ones stay their signatures,
+    # docstrings and error paths.
+    # They keep their own __module__ (_exec), where they are defined.
+    _exec.set_full_paths(_forward, Deconvolution, _backward, Deconvolution_backward)
+    Deconvolution = functools.update_wrapper(_exec.Deconvolution, Deconvolution,
+                                             assigned=("__doc__",))
+    Deconvolution_backward = functools.update_wrapper(
+        _exec.Deconvolution_backward, Deconvolution_backward, assigned=("__doc__",))
