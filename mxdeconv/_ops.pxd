@@ -111,10 +111,13 @@ cdef class BackwardWeightsPlan:
     cdef readonly Primitive prim
     cdef readonly Layout src, diff_dst, diff_weights, diff_bias
     cdef readonly str impl, family
+    cdef readonly bint direct
+    cdef ChannelBlocks bias_blocks   # planes > 0: mxdeconv sums the bias gradient
     cdef readonly int threads
     cdef public object verdict
     cdef int run(self, void *src, void *diff_dst, void *diff_weights,
                  void *diff_bias) except -1
+    cdef void sum_bias(self, const float *diff_dst, float *diff_bias) noexcept
 
 
 cdef ThreadState thread_state()

@@ -21,6 +21,7 @@ ELTWISE_ACTIVATIONS: Tuple[str, ...]
 CONVOLUTION_BASED: str
 DIRECT_FORWARD: str
 DIRECT_BACKWARD_DATA: str
+DIRECT_BACKWARD_WEIGHTS: str
 
 
 class LRUCache:
@@ -227,7 +228,8 @@ class BackwardDataPlan:
 
 
 class BackwardWeightsPlan:
-    """diff_weights (and diff_bias) = backward weights(src, diff_dst)."""
+    """diff_weights (and diff_bias) = backward weights(src, diff_dst); a direct
+    convolution's diff_bias is summed by mxdeconv."""
 
     verdict: Any
 
@@ -245,6 +247,8 @@ class BackwardWeightsPlan:
     def impl(self) -> str: ...
     @property
     def family(self) -> str: ...
+    @property
+    def direct(self) -> bool: ...
     @property
     def threads(self) -> int: ...
     def run_plain(self, src: np.ndarray,

@@ -924,8 +924,10 @@ cdef PrimitiveDesc direct_conv_pd(Geometry g, Pass which, MemoryDesc src, Memory
     directly, or None when oneDNN has no implementation for it: the forward is
     a backward-data convolution from ``src`` (the deconvolution's src) to
     ``dst``, the backward data a forward convolution from ``dst`` (the
-    deconvolution's diff_dst) to ``src`` (its diff_src).  ``weights`` has the
-    deconvolution's dims.  Run directly, it skips the wrapper's nested
+    deconvolution's diff_dst) to ``src`` (its diff_src), the backward weights
+    a backward-weights convolution whose src is ``dst`` (the deconvolution's
+    diff_dst) and whose diff_dst is ``src`` (its src), without a bias.
+    ``weights`` has the deconvolution's dims.  Run directly, it skips the wrapper's nested
     execution and argument remapping (about 1 us per call; see
     DIRECT_FORWARD)."""
     cdef PrimitiveDesc pd = PrimitiveDesc.__new__(PrimitiveDesc)
@@ -933,8 +935,12 @@ cdef PrimitiveDesc direct_conv_pd(Geometry g, Pass which, MemoryDesc src, Memory
     cdef MemoryDesc conv_weights = swap_weight_axes(weights, g.grouped)
     cdef MemoryDesc data_any, out_any, weights_any
     cdef dnnl_status_t status
-    if which == PASS_FORWARD:
-        # The forward convolution a backward-data one is planned against.
+    if which == PASS_BACKWARD_DATA:
+        status = dnnl_convolution_forward_primitive_desc_create(
+            &pd.pd, engine(), dnnl_forward_inference, dnnl_convolution_direct, dst.md,
+            conv_weights.md, NULL, src.md, g.strides, g.dilates, g.pad_l, g.pad_r, NULL)
+    else:
+        # The forward convolution a backward one is planned against.
         data_any = new_md(g.src_dims, g.dtype, dnnl_format_tag_any, ROLE_DATA)
         out_any = new_md(g.dst_dims, g.dtype, dnnl_format_tag_any, ROLE_DATA)
         weights_any = swap_weight_axes(g.weights_any(), g.grouped)
@@ -944,17 +950,15 @@ cdef PrimitiveDesc direct_conv_pd(Geometry g, Pass which, MemoryDesc src, Memory
         if status == dnnl_unimplemented:
             return None
         check(status, f"convolution descriptor (forward hint, {g!r})")
-        status = dnnl_convolution_backward_data_primitive_desc_create(
-            &pd.pd, engine(), dnnl_convolution_direct, dst.md, conv_weights.md, src.md,
-            g.strides, g.dilates, g.pad_l, g.pad_r, hint.pd, NULL)
+        if which == PASS_FORWARD:
+            status = dnnl_convolution_backward_data_primitive_desc_create(
+                &pd.pd, engine(), dnnl_convolution_direct, dst.md, conv_weights.md, src.md,
+                g.strides, g.dilates, g.pad_l, g.pad_r, hint.pd, NULL)
+        else:  # the convolution's src is the deconvolution's diff_dst, and vice versa
+            status = dnnl_convolution_backward_weights_primitive_desc_create(
+                &pd.pd, engine(), dnnl_convolution_direct, dst.md, conv_weights.md, NULL,
+                src.md, g.strides, g.dilates, g.pad_l, g.pad_r, hint.pd, NULL)
         pd.hint = hint
-    elif which == PASS_BACKWARD_DATA:
-        status = dnnl_convolution_forward_primitive_desc_create(
-            &pd.pd, engine(), dnnl_forward_inference, dnnl_convolution_direct, dst.md,
-            conv_weights.md, NULL, src.md, g.strides, g.dilates, g.pad_l, g.pad_r, NULL)
-    else:
-        raise MXNetError(f"direct_conv_pd: no direct convolution for the "
-                         f"{_PASS_NAMES[which]} pass")
     if status == dnnl_unimplemented:
         return None
     check(status, f"convolution descriptor (direct {_PASS_NAMES[which]}, {g!r})")
@@ -1030,6 +1034,46 @@ cdef void add_bias(float *dst, const float *bias, const ChannelBlocks *blocks,
     else:
         for plane in range(blocks.planes):
             add_bias_plane(dst, bias, blocks, plane)
+
+
+cdef inline void sum_bias_block(const float *diff_dst, float *diff_bias,
+                                const ChannelBlocks *blocks, Py_ssize_t block) noexcept nogil:
+    """diff_bias over the channels of one channel block, in double, 16 at a time."""
+    cdef Py_ssize_t first = block * blocks.width
+    cdef Py_ssize_t count = blocks.channels - first
+    cdef Py_ssize_t chunk, width, plane, r, i
+    cdef double sums[16]
+    cdef const float *row
+    if count > blocks.width:
+        count = blocks.width   # a block's padding channels are not summed
+    for chunk in range(0, count, 16):
+        width = count - chunk if count - chunk < 16 else 16
+        for i in range(width):
+            sums[i] = 0
+        plane = block
+        while plane < blocks.planes:   # every plane of this block: one per image
+            row = diff_dst + plane * blocks.rows * blocks.width + chunk
+            for r in range(blocks.rows):
+                for i in range(width):
+                    sums[i] += row[i]
+                row += blocks.width
+            plane += blocks.blocks
+        for i in range(width):
+            diff_bias[first + chunk + i] = <float>sums[i]
+
+
+cdef void sum_bias(const float *diff_dst, float *diff_bias, const ChannelBlocks *blocks,
+                   int threads) noexcept nogil:
+    """diff_bias[c] = the sum of diff_dst[n, c, ...] over images and pixels, in
+    diff_dst's layout, on ``threads`` OpenMP threads (a channel block each)."""
+    cdef Py_ssize_t block
+    if (threads > 1 and blocks.blocks > 1
+            and blocks.planes * blocks.rows * blocks.width >= PARALLEL_BIAS_ELEMENTS):
+        for block in prange(blocks.blocks, num_threads=threads, schedule="static"):
+            sum_bias_block(diff_dst, diff_bias, blocks, block)
+    else:
+        for block in range(blocks.blocks):
+            sum_bias_block(diff_dst, diff_bias, blocks, block)
 
 
 # ----------------------------------------------------------------------------
@@ -1251,17 +1295,20 @@ def _variants(has_bias, act_flags=(False,), direct=None):
     the order oneDNN's own choice is reached first: every data family with
     oneDNN's weights layout, then with plain weights (no weight reorder in
     training), bias fused first, then the activation fused first
-    (``act_flags``); then, when ``direct`` is a direct convolution's name
-    prefix (DIRECT_FORWARD, DIRECT_BACKWARD_DATA), those convolutions (bias
-    and activation separate), so that oneDNN's own deconvolution keeps its
-    candidate positions.  ``direct`` is "" in oneDNN's own variants."""
+    (``act_flags``).  When ``direct`` is a direct convolution's name prefix
+    (DIRECT_FORWARD, ...; "" in oneDNN's own variants), each layout pair's
+    direct convolution (bias and activation separate) follows oneDNN's own
+    deconvolution of that pair: the tuner, bounded in time, reaches them early."""
     fused_flags = [True, False] if has_bias else [True]
-    variants = [(family, weights, fused, act_fused, "") for fused in fused_flags
-                for act_fused in act_flags for weights in ("any", "plain")
-                for family in FAMILIES]
-    if direct is not None:
-        variants += [(family, weights, not has_bias, False, direct)
-                     for weights in ("any", "plain") for family in FAMILIES]
+    variants = []
+    for fused in fused_flags:
+        for act_fused in act_flags:
+            for weights in ("any", "plain"):
+                for family in FAMILIES:
+                    variants.append((family, weights, fused, act_fused, ""))
+                    if direct is not None and fused == fused_flags[0] and \
+                            act_fused == act_flags[0]:
+                        variants.append((family, weights, not has_bias, False, direct))
     return variants
 
 
@@ -1327,8 +1374,9 @@ def forward_candidates(geom, str dtype, bint training, bint accumulate, act_type
 CONVOLUTION_BASED = "conv:any+"
 #: mxdeconv's names for the direct convolutions (see direct_conv_pd): the
 #: forward runs "conv:bwd_data+<convolution>", the backward data
-#: "conv:fwd+<convolution>".
+#: "conv:fwd+<convolution>", the backward weights "conv:bwd_weights+<convolution>".
 DIRECT_FORWARD, DIRECT_BACKWARD_DATA = "conv:bwd_data+", "conv:fwd+"
+DIRECT_BACKWARD_WEIGHTS = "conv:bwd_weights+"
 
 
 def _forward_skip(Candidate c):
@@ -1376,7 +1424,16 @@ cdef class BackwardWeightsPlan:
                  void *diff_bias) except -1:
         cdef void *handles[4]
         handles[0], handles[1], handles[2], handles[3] = src, diff_dst, diff_weights, diff_bias
-        return self.prim.run(handles)
+        self.prim.run(handles)
+        if self.bias_blocks.planes and diff_bias != NULL:
+            self.sum_bias(<const float *>diff_dst, <float *>diff_bias)
+        return 0
+
+    cdef void sum_bias(self, const float *diff_dst, float *diff_bias) noexcept:
+        # On the primitive's team, like the primitive (one thread in a forked child).
+        cdef int threads = 1 if _forked_child else self.threads
+        with nogil:
+            sum_bias(diff_dst, diff_bias, &self.bias_blocks, threads)
 
     def run_plain(self, src, diff_dst):
         """Returns ``(diff_weights, diff_bias or None)`` in the default layout."""
@@ -1396,17 +1453,54 @@ def backward_weights_candidates(geom, str dtype):
     cdef PrimitiveDesc hint = forward_hint(g)
 
     def make_pd(family, weights, fused, act_fused, direct):
+        if direct:
+            return direct_conv_pd(g, PASS_BACKWARD_WEIGHTS,
+                                  family_md(g.src_dims, dtype, family), weights_md(g, weights),
+                                  family_md(g.dst_dims, dtype, family))
         return deconv_pd(g, PASS_BACKWARD_WEIGHTS, dnnl_backward_weights,
                          family_md(g.src_dims, dtype, family), weights_md(g, weights),
                          g.bias_any() if g.has_bias else None,
                          family_md(g.dst_dims, dtype, family), hint, None)
 
-    return _enumerate(make_pd, lambda c: build_backward_weights(g, c), _variants(False))
+    # mxdeconv's bias-gradient loop sums float32 only.
+    direct = DIRECT_BACKWARD_WEIGHTS if dtype == "float32" else None
+    return _enumerate(make_pd, lambda c: build_backward_weights(g, c),
+                      _variants(False, direct=direct),
+                      skip=_bias_sum_cannot_read if g.has_bias else None)
+
+
+def _bias_sum_cannot_read(Candidate c):
+    """Whether ``c`` is a direct convolution whose diff_dst layout (its src)
+    mxdeconv's bias-gradient loop does not know."""
+    if not c.direct:
+        return False
+    return channel_blocks(c.pd.query(dnnl_query_src_md, 0, ROLE_DATA)).planes == 0
 
 
 cdef BackwardWeightsPlan build_backward_weights(Geometry g, Candidate c):
     cdef BackwardWeightsPlan plan = BackwardWeightsPlan.__new__(BackwardWeightsPlan)
+    cdef MemoryDesc weights
     plan.impl, plan.family, plan.threads = c.impl, c.family, omp_get_max_threads()
+    plan.direct = c.direct
+    if c.direct:  # the convolution's src is diff_dst, its diff_dst is src
+        plan.src = make_layout(c.pd.query(dnnl_query_diff_dst_md, 0, ROLE_DATA), ROLE_DATA,
+                               g.data_shape)
+        plan.diff_dst = make_layout(c.pd.query(dnnl_query_src_md, 0, ROLE_DATA),
+                                    ROLE_DATA, g.out_shape)
+        weights = c.pd.query(dnnl_query_diff_weights_md, 0, ROLE_WEIGHTS, g.grouped)
+        plan.diff_weights = make_layout(swap_weight_axes(weights, g.grouped), ROLE_WEIGHTS,
+                                        g.weight_shape, g.groups)
+        plan.prim = make_primitive(c.pd, [(DNNL_ARG_DIFF_DST, plan.src.desc),
+                                          (DNNL_ARG_SRC, plan.diff_dst.desc),
+                                          (DNNL_ARG_DIFF_WEIGHTS, weights)])
+        if g.has_bias:
+            plan.diff_bias = make_layout(plain_md(g.bias_dims, g.dtype, ROLE_BIAS, 1),
+                                         ROLE_BIAS, g.bias_dims)
+            plan.bias_blocks = channel_blocks(plan.diff_dst.desc)
+            if not plan.bias_blocks.planes:
+                raise MXNetError(f"{c!r}: mxdeconv's bias-gradient loop does not know "
+                                 f"diff_dst layout {plan.diff_dst.name}")
+        return plan
     plan.src = make_layout(c.pd.query(dnnl_query_src_md, 0, ROLE_DATA), ROLE_DATA,
                            g.data_shape)
     plan.diff_dst = make_layout(c.pd.query(dnnl_query_diff_dst_md, 0, ROLE_DATA),
@@ -1535,6 +1629,22 @@ cdef list time_bias_loop(ForwardPlan plan, int repeats):
     return times
 
 
+cdef list time_bias_sum(BackwardWeightsPlan plan, int repeats):
+    """Per-run seconds of mxdeconv's bias-gradient loop of a direct backward-weights plan."""
+    cdef const float *diff_dst = <const float *>data_ptr(
+        touched_bytes(plan.diff_dst.desc.size + 64, 1))
+    cdef float *diff_bias = <float *>data_ptr(touched_bytes(plan.diff_bias.desc.size + 64, 3))
+    cdef double start
+    cdef int i
+    plan.sum_bias(diff_dst, diff_bias)  # warm-up, as for primitives
+    times = []
+    for i in range(repeats):
+        start = now()
+        plan.sum_bias(diff_dst, diff_bias)
+        times.append(now() - start)
+    return times
+
+
 def time_reorder(MemoryDesc src, MemoryDesc dst, int repeats=5):
     """Per-call seconds of the reorder ``src`` -> ``dst`` as a call pays it:
     the same steps as ``reordered()`` (a cache lookup, a fresh target buffer,
@@ -1594,6 +1704,9 @@ def bench_raw(plan, int repeats=10):
                                               bwd_data.diff_src.desc], repeats)
     bwd_weights = plan
     descs = [bwd_weights.src.desc, bwd_weights.diff_dst.desc, bwd_weights.diff_weights.desc]
-    if bwd_weights.diff_bias is not None:
+    if bwd_weights.diff_bias is not None and not bwd_weights.direct:
         descs.append(bwd_weights.diff_bias.desc)
-    return time_primitive(bwd_weights.prim, descs, repeats)
+    times = time_primitive(bwd_weights.prim, descs, repeats)
+    if bwd_weights.bias_blocks.planes:
+        times = [a + b for a, b in zip(times, time_bias_sum(bwd_weights, repeats))]
+    return times

@@ -57,14 +57,16 @@ SHORT_RUNS, SHORT_RUNS_S = 15, 0.0005
 #: Below this many multiply-adds a pass is also tried on one thread (OpenMP's
 #: fork/join costs more than the work); above it, only on the caller's count.
 ONE_THREAD_MACS = 32_000_000
-#: A candidate on more threads must be this much faster than one on fewer to be
-#: preferred: on a small layer their times differ by less than OpenMP's
-#: fork/join varies from run to run, and one thread leaves the other cores free.
-MORE_THREADS_MARGIN = 0.05
+#: A candidate on several threads must be this much faster than one on one
+#: thread to be preferred (a fraction, and seconds): on a small layer their
+#: times differ by less than OpenMP's fork/join varies from run to run (timed
+#: back to back, a team looks faster than it is between real calls), and one
+#: thread leaves the other cores free.
+MORE_THREADS_MARGIN, MORE_THREADS_MARGIN_S = 0.05, 1e-6
 #: Part of the on-disk key: bumped whenever the candidates a pass enumerates
-#: change, since a kept choice names its candidate by position (2: the direct
-#: convolutions joined).
-CANDIDATES_VERSION = 2
+#: change, since a kept choice names its candidate by position (2: direct
+#: forward and backward-data convolutions; 3: direct backward weights).
+CANDIDATES_VERSION = 3
 
 
 def _env_tuning() -> bool:
@@ -333,9 +335,11 @@ def _tune(geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
 
 
 def _ranking(entry: Tuple[float, int, Any, Any]) -> float:
-    """A timed candidate's rank: its seconds, MORE_THREADS_MARGIN more on several threads."""
+    """A timed candidate's rank: its seconds, plus the margins on several threads."""
     seconds, threads = entry[0], entry[1]
-    return seconds * (1 + MORE_THREADS_MARGIN) if threads > 1 else seconds
+    if threads > 1:
+        return seconds * (1 + MORE_THREADS_MARGIN) + MORE_THREADS_MARGIN_S
+    return seconds
 
 
 def _rebuild(choice: Choice, candidates: Callable[[], Iterable[Any]]) -> Any:

@@ -4,9 +4,10 @@ itself would run for it, without its wrapper, with mxdeconv's bias loop.
 oneDNN 3.2 computes a deconvolution forward as a backward-data convolution
 and its backward data as a forward convolution, through a wrapper whose
 nested execution costs about a microsecond a call.  The planner also offers
-those convolutions directly (``conv:bwd_data+...``, ``conv:fwd+...``), the
-weights' O and I axes swapped over the same bytes and, for the forward, the
-bias added by mxdeconv in the dst layout the kernel chose.  Every such
+those convolutions directly (``conv:bwd_data+...``, ``conv:fwd+...``,
+``conv:bwd_weights+...``), the weights' O and I axes swapped over the same
+bytes and the bias (forward) or its gradient (backward weights) computed by
+mxdeconv in the layout the kernel chose.  Every such
 candidate is checked here against the float64 scatter reference, at
 realistic channel counts, with a non-zero bias, in every layout the bias loop
 walks (nchw, nhwc, nChw16c/nChw8c with padded channel blocks), 1-D to 3-D,
@@ -81,6 +82,10 @@ def test_every_direct_forward_agrees_with_the_reference(name, with_bias, threads
             _close(plan.run_plain(data, weight, bias), expected, repr(candidate))
     if name == "channels_20_blocks_padded":   # the layouts the bias loop walks
         assert {"nchw", "nhwc"} <= layouts and layouts & {"nChw16c", "nChw8c"}, layouts
+    if name == "dcgan_512_256" and with_bias and _ops.cpu_isa().startswith(("avx2", "avx512")):
+        # The kernel whose fused bias oneDNN 3.2 gets wrong on this layer
+        # (docs/kernel_check.rst) is right run directly, the bias added apart.
+        assert any("brgconv_strided" in c.impl for c in direct), [c.impl for c in direct]
 
 
 @pytest.mark.parametrize("name", sorted(LAYERS))
@@ -99,16 +104,53 @@ def test_every_direct_backward_data_agrees_with_the_reference(name):
         _close(candidate.build().run_plain(out_grad, weight), expected, repr(candidate))
 
 
+@pytest.mark.parametrize("threads", [1, None], ids=["1_thread", "callers_threads"])
+@pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "no_bias"])
+@pytest.mark.parametrize("name", sorted(LAYERS))
+def test_every_direct_backward_weights_agrees_with_the_reference(name, with_bias, threads):
+    geom, data, weight, _ = _layer(name, with_bias)
+    param = geom.param
+    out_grad = np.random.default_rng(2).standard_normal(geom.out_shape).astype(np.float32)
+    _, weight_grad, bias_grad = reference_backward(
+        out_grad, data, weight, param.kernel, param.stride, param.dilate, geom.pad_l,
+        geom.pad_r, param.num_group, with_bias=with_bias)
+    layouts = set()
+    with _ops.using_threads(threads or _ops.get_num_threads()):
+        direct = [c for c in _ops.backward_weights_candidates(geom, "float32")
+                  if c.direct and not c.is_reference]
+        assert direct, "oneDNN offered no direct convolution"
+        for candidate in direct:
+            assert candidate.impl.startswith(_ops.DIRECT_BACKWARD_WEIGHTS)
+            plan = candidate.build()
+            layouts.add(plan.diff_dst.name)
+            got_weight, got_bias = plan.run_plain(data, out_grad)
+            _close(got_weight, weight_grad, f"{candidate!r} weight gradient")
+            if with_bias:
+                _close(got_bias, bias_grad, f"{candidate!r} bias gradient")
+            else:
+                assert got_bias is None
+    if name == "channels_20_blocks_padded" and with_bias:   # the layouts the sum walks
+        assert {"nchw", "nhwc"} <= layouts and layouts & {"nChw16c", "nChw8c"}, layouts
+
+
 def test_direct_candidates_follow_oneDNNs_own_and_skip_what_they_cannot_run():
-    """oneDNN's own deconvolution keeps its candidate positions (oneDNN's first
-    choice stays first); a direct convolution takes no sum post-op (req=add)
-    and mxdeconv's bias loop adds float32 only."""
+    """oneDNN's first choice stays first (tuning off takes it), each layout's
+    direct convolution follows oneDNN's own deconvolution of that layout (the
+    time-bounded tuner reaches it early); a direct convolution takes no sum
+    post-op (req=add) and mxdeconv's loops compute float32 only."""
     geom, *_ = _layer("grouped_adj")
     candidates = list(_ops.forward_candidates(geom, "float32", False, False))
     flags = [c.direct for c in candidates if not c.is_reference]
-    assert not flags[0] and flags == sorted(flags)
+    assert not flags[0] and any(flags)
+    first_direct = flags.index(True)
+    assert candidates[first_direct].family == "any"   # right after oneDNN's own choices
     assert not any(c.direct for c in _ops.forward_candidates(geom, "float32", False, True))
     assert not any(c.direct for c in _ops.forward_candidates(geom, "bfloat16", False, False))
+    assert not any(c.direct for c in _ops.backward_weights_candidates(geom, "bfloat16"))
+    for backward in (_ops.backward_data_candidates(geom, "float32"),
+                     _ops.backward_weights_candidates(geom, "float32")):
+        flags = [c.direct for c in backward if not c.is_reference]
+        assert not flags[0] and any(flags)
     assert "bias added by mxdeconv" in repr(next(c for c in candidates if c.direct))
 
 
@@ -167,10 +209,12 @@ def test_the_compiled_entry_points_are_the_documented_functions():
 
 
 def test_more_threads_must_win_by_a_margin():
-    one, two = (1e-6, 1, None, None), (0.97e-6, 2, None, None)
-    assert sorted([two, one], key=plans._ranking)[0] is one
-    faster = (0.9e-6, 2, None, None)
-    assert sorted([one, faster], key=plans._ranking)[0] is faster
+    one, two = (3e-6, 1, None, None), (2.5e-6, 2, None, None)
+    assert sorted([two, one], key=plans._ranking)[0] is one   # within 1 us
+    big_one, big_two = (1e-3, 1, None, None), (0.97e-3, 2, None, None)
+    assert sorted([big_two, big_one], key=plans._ranking)[0] is big_one   # within 5%
+    faster = (0.9e-3, 2, None, None)
+    assert sorted([big_one, faster], key=plans._ranking)[0] is faster
 
 
 def test_kept_choices_are_keyed_by_the_candidate_set():

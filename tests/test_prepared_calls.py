@@ -11,6 +11,7 @@ import pytest
 
 import mxdeconv
 from mxdeconv import MXNetError, autograd, deconvolution, nd
+from mxdeconv.impl_onednn import _exec
 from reference import reference_backward, reference_forward
 
 KW = dict(kernel=(3, 3), stride=(2, 2), pad=(1, 1), num_filter=8, no_bias=False)
@@ -45,8 +46,13 @@ def full_paths(monkeypatch):
         return real_backward(*args)
     monkeypatch.setattr(deconvolution, "_forward", forward)
     monkeypatch.setattr(deconvolution, "_backward", backward)
+    # The compiled entry points were handed the full paths at import.
+    documented = (deconvolution.Deconvolution.__wrapped__,
+                  deconvolution.Deconvolution_backward.__wrapped__)
+    _exec.set_full_paths(forward, documented[0], backward, documented[1])
     mxdeconv.clear_cache()
-    return counts
+    yield counts
+    _exec.set_full_paths(real_forward, documented[0], real_backward, documented[1])
 
 
 def test_a_repeated_forward_skips_the_full_path(full_paths):
