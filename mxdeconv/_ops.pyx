@@ -1616,8 +1616,12 @@ cdef list time_primitive(Primitive prim, list descs, int repeats):
 
 cdef list time_bias_loop(ForwardPlan plan, int repeats):
     """Per-run seconds of mxdeconv's bias loop of a direct forward plan."""
-    cdef float *dst = <float *>data_ptr(touched_bytes(plan.dst.desc.size + 64, 0))
-    cdef const float *bias = <const float *>data_ptr(touched_bytes(plan.bias.desc.size + 64, 1))
+    # The buffers stay referenced here: another thread's planner may release
+    # the timing buffers while this one runs without the GIL.
+    cdef cnp.ndarray dst_buf = touched_bytes(plan.dst.desc.size + 64, 0)
+    cdef cnp.ndarray bias_buf = touched_bytes(plan.bias.desc.size + 64, 1)
+    cdef float *dst = <float *>data_ptr(dst_buf)
+    cdef const float *bias = <const float *>data_ptr(bias_buf)
     cdef double start
     cdef int i
     plan.add_bias(dst, bias)  # warm-up, as for primitives
@@ -1631,9 +1635,11 @@ cdef list time_bias_loop(ForwardPlan plan, int repeats):
 
 cdef list time_bias_sum(BackwardWeightsPlan plan, int repeats):
     """Per-run seconds of mxdeconv's bias-gradient loop of a direct backward-weights plan."""
-    cdef const float *diff_dst = <const float *>data_ptr(
-        touched_bytes(plan.diff_dst.desc.size + 64, 1))
-    cdef float *diff_bias = <float *>data_ptr(touched_bytes(plan.diff_bias.desc.size + 64, 3))
+    # Referenced here for the same reason as in time_bias_loop().
+    cdef cnp.ndarray diff_dst_buf = touched_bytes(plan.diff_dst.desc.size + 64, 1)
+    cdef cnp.ndarray diff_bias_buf = touched_bytes(plan.diff_bias.desc.size + 64, 3)
+    cdef const float *diff_dst = <const float *>data_ptr(diff_dst_buf)
+    cdef float *diff_bias = <float *>data_ptr(diff_bias_buf)
     cdef double start
     cdef int i
     plan.sum_bias(diff_dst, diff_bias)  # warm-up, as for primitives

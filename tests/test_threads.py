@@ -187,6 +187,34 @@ def test_threads_sharing_one_inference_weight(serial):
     assert_array_equal(np.asarray(shared_w), weight)  # values unchanged, layout aside
 
 
+def test_threads_planning_new_layers_at_once(serial, monkeypatch):
+    """Every thread tunes its own new layers at the same time: the planner times
+    candidates on shared timing buffers and releases them after each choice,
+    while other threads still time theirs without the GIL (a loop that kept a
+    raw pointer to a released buffer wrote freed memory).  Results match the
+    serial ones within float32 rounding (another plan may sum in another order)."""
+    from mxdeconv import plan_store, plans
+    monkeypatch.setattr(plans, "_store", plan_store.PlanStore(None))  # nothing kept: tune
+    plans.clear_choices()
+    mxdeconv.clear_cache()
+    barrier = threading.Barrier(THREADS)
+
+    def worker(i):
+        barrier.wait()
+        for index in ((i + k) % len(SHAPES) for k in range(len(SHAPES))):
+            got = compute(index, seed=index)
+            for a, b in zip(got, serial[index]):
+                np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5,
+                                           err_msg=f"thread {i}, shape {index}")
+        return i
+
+    try:
+        run_threads(worker)
+    finally:
+        plans.clear_choices()
+        mxdeconv.clear_cache()
+
+
 def test_last_impl_and_modes_are_per_thread():
     def worker(i):
         case = 5 if i % 2 else 0  # float64 -> numpy, float32 -> onednn
