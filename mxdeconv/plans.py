@@ -15,8 +15,9 @@ one :class:`~mxdeconv.KernelDefectWarning`.  With tuning off
 wins: oneDNN's own first choice when it is correct.
 
 Tuning a pass costs at most ``max(TUNE_FLOOR_S, min(TUNE_FACTOR x the first
-candidate's time, TUNE_CEILING_S))`` of timing (plus the candidate running when
-the bound is reached, and the checks), once per machine: choices are kept in
+candidate's time, TUNE_CEILING_S))`` of timing after the first candidate (plus
+that one, the candidate running when the bound is reached, and the checks),
+once per machine: choices are kept in
 memory and on disk (:mod:`mxdeconv.plan_store`), and a choice read back is
 checked again before use.  When no candidate agrees, or oneDNN has none, the
 answer is :class:`Unavailable` and the call runs on the NumPy path.
@@ -42,8 +43,8 @@ from .base import KernelDefectWarning, MXNetError
 from .params import DeconvGeometry
 
 #: The tuning bound per pass: TUNE_FACTOR times the first candidate's time,
-#: within [TUNE_FLOOR_S, TUNE_CEILING_S] (timing only: building candidates
-#: counts, the final checks do not).
+#: within [TUNE_FLOOR_S, TUNE_CEILING_S], from the first candidate's
+#: measurement on (building later candidates counts, the final checks do not).
 TUNE_FACTOR, TUNE_FLOOR_S, TUNE_CEILING_S = 50, 0.03, 2.0
 #: How many of the fastest candidates of the first, two-run estimate are timed
 #: again, over several runs, before the fastest correct one is chosen.
@@ -306,6 +307,10 @@ def _tune(geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
                 if share is None:
                     bound = max(TUNE_FLOOR_S, min(TUNE_FACTOR * seconds, TUNE_CEILING_S))
                     share = bound / len(options)
+                    # The bound starts once the first candidate is measured:
+                    # building it (JIT, first touch) can take longer than the
+                    # whole bound on a mid-size layer, which then compared nothing.
+                    begun = time.perf_counter()
     timed.sort(key=lambda entry: entry[0])
     costs.precise = True
     for position in range(min(REFINE, len(timed))):
