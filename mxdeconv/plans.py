@@ -65,9 +65,11 @@ ONE_THREAD_MACS = 32_000_000
 #: thread leaves the other cores free.
 MORE_THREADS_MARGIN, MORE_THREADS_MARGIN_S = 0.05, 1e-6
 #: Part of the on-disk key: bumped whenever the candidates a pass enumerates
-#: change, since a kept choice names its candidate by position (2: direct
-#: forward and backward-data convolutions; 3: direct backward weights).
-CANDIDATES_VERSION = 3
+#: change (a kept choice names its candidate by position) or the tuner's rules
+#: do (a kept choice is what they chose).  2: direct forward and backward-data
+#: convolutions; 3: direct backward weights; 4: the bound after the first
+#: candidate, the thread margins.
+PLANNER_VERSION = 4
 
 
 def _env_tuning() -> bool:
@@ -358,10 +360,10 @@ def _rebuild(choice: Choice, candidates: Callable[[], Iterable[Any]]) -> Any:
 
 
 def _store_key(key: tuple, geom: DeconvGeometry) -> str:
-    """The on-disk key: library, ISA, candidate set, then the planner key
+    """The on-disk key: library, ISA, planner version, then the planner key
     (pass, dtype, mode flags, threads) with the geometry spelled out."""
     param = geom.param
-    return json.dumps([_ops.onednn_version(), _ops.cpu_isa(), CANDIDATES_VERSION, key[0],
+    return json.dumps([_ops.onednn_version(), _ops.cpu_isa(), PLANNER_VERSION, key[0],
                        [k for k in key[2:] if isinstance(k, (bool, int, str))],
                        list(geom.data_shape), list(param.kernel), list(param.stride),
                        list(param.dilate), list(geom.pad_l), list(geom.pad_r),

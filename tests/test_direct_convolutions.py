@@ -217,7 +217,7 @@ def test_more_threads_must_win_by_a_margin():
     assert sorted([big_one, faster], key=plans._ranking)[0] is faster
 
 
-def test_kept_choices_are_keyed_by_the_candidate_set():
+def test_kept_choices_are_keyed_by_the_planner_version():
     geom, *_ = _layer("grouped_adj")
     key = plans._store_key(("forward", geom, "float32", False, False, None, 2, True), geom)
-    assert f',{plans.CANDIDATES_VERSION},"forward"' in key
+    assert f',{plans.PLANNER_VERSION},"forward"' in key
