@@ -1024,6 +1024,12 @@ cdef inline void add_bias_plane(float *dst, const float *bias, const ChannelBloc
         row += blocks.width
 
 
+cdef inline int loop_team(int planned) noexcept:
+    """The OpenMP team of mxdeconv's loops: the primitive's (one thread in a
+    forked child, like the primitive)."""
+    return 1 if _forked_child else planned
+
+
 cdef void add_bias(float *dst, const float *bias, const ChannelBlocks *blocks,
                    int threads) noexcept nogil:
     """dst[n, c, ...] += bias[c] in dst's layout, on ``threads`` OpenMP threads."""
@@ -1156,8 +1162,7 @@ cdef class ForwardPlan:
         return 0
 
     cdef void add_bias(self, float *dst, const float *bias) noexcept:
-        # On the primitive's team, like the primitive (one thread in a forked child).
-        cdef int threads = 1 if _forked_child else self.threads
+        cdef int threads = loop_team(self.threads)
         with nogil:
             add_bias(dst, bias, &self.bias_blocks, threads)
 
@@ -1430,8 +1435,7 @@ cdef class BackwardWeightsPlan:
         return 0
 
     cdef void sum_bias(self, const float *diff_dst, float *diff_bias) noexcept:
-        # On the primitive's team, like the primitive (one thread in a forked child).
-        cdef int threads = 1 if _forked_child else self.threads
+        cdef int threads = loop_team(self.threads)
         with nogil:
             sum_bias(diff_dst, diff_bias, &self.bias_blocks, threads)
 
@@ -1614,40 +1618,30 @@ cdef list time_primitive(Primitive prim, list descs, int repeats):
     return times
 
 
-cdef list time_bias_loop(ForwardPlan plan, int repeats):
-    """Per-run seconds of mxdeconv's bias loop of a direct forward plan."""
+cdef list time_channel_loop(bint summing, const ChannelBlocks *blocks, int planned,
+                            MemoryDesc tensor, MemoryDesc bias, int repeats):
+    """Per-run seconds of a direct plan's bias loop (``summing`` False: dst +=
+    bias) or bias-gradient loop (True: diff_bias = the sums of diff_dst), on
+    ``planned``'s team."""
     # The buffers stay referenced here: another thread's planner may release
     # the timing buffers while this one runs without the GIL.
-    cdef cnp.ndarray dst_buf = touched_bytes(plan.dst.desc.size + 64, 0)
-    cdef cnp.ndarray bias_buf = touched_bytes(plan.bias.desc.size + 64, 1)
-    cdef float *dst = <float *>data_ptr(dst_buf)
-    cdef const float *bias = <const float *>data_ptr(bias_buf)
+    cdef cnp.ndarray tensor_buf = touched_bytes(tensor.size + 64, 1)
+    cdef cnp.ndarray bias_buf = touched_bytes(bias.size + 64, 3)
+    cdef float *values = <float *>data_ptr(tensor_buf)
+    cdef float *per_channel = <float *>data_ptr(bias_buf)
+    cdef int threads = loop_team(planned)
     cdef double start
     cdef int i
-    plan.add_bias(dst, bias)  # warm-up, as for primitives
     times = []
-    for i in range(repeats):
+    for i in range(repeats + 1):  # the first: warm-up, as for primitives
         start = now()
-        plan.add_bias(dst, bias)
-        times.append(now() - start)
-    return times
-
-
-cdef list time_bias_sum(BackwardWeightsPlan plan, int repeats):
-    """Per-run seconds of mxdeconv's bias-gradient loop of a direct backward-weights plan."""
-    # Referenced here for the same reason as in time_bias_loop().
-    cdef cnp.ndarray diff_dst_buf = touched_bytes(plan.diff_dst.desc.size + 64, 1)
-    cdef cnp.ndarray diff_bias_buf = touched_bytes(plan.diff_bias.desc.size + 64, 3)
-    cdef const float *diff_dst = <const float *>data_ptr(diff_dst_buf)
-    cdef float *diff_bias = <float *>data_ptr(diff_bias_buf)
-    cdef double start
-    cdef int i
-    plan.sum_bias(diff_dst, diff_bias)  # warm-up, as for primitives
-    times = []
-    for i in range(repeats):
-        start = now()
-        plan.sum_bias(diff_dst, diff_bias)
-        times.append(now() - start)
+        with nogil:
+            if summing:
+                sum_bias(values, per_channel, blocks, threads)
+            else:
+                add_bias(values, per_channel, blocks, threads)
+        if i:
+            times.append(now() - start)
     return times
 
 
@@ -1695,7 +1689,9 @@ def bench_raw(plan, int repeats=10):
             descs.append(fwd.bias.desc)
         times = time_primitive(fwd.prim, descs + [fwd.dst.desc], repeats)
         if fwd.bias_blocks.planes:
-            times = [a + b for a, b in zip(times, time_bias_loop(fwd, repeats))]
+            loop = time_channel_loop(False, &fwd.bias_blocks, fwd.threads, fwd.dst.desc,
+                                     fwd.bias.desc, repeats)
+            times = [a + b for a, b in zip(times, loop)]
         if fwd.bias_prim is not None:
             bias_times = time_primitive(fwd.bias_prim, [fwd.dst.desc, fwd.bias.desc,
                                                         fwd.dst.desc], repeats)
@@ -1714,5 +1710,7 @@ def bench_raw(plan, int repeats=10):
         descs.append(bwd_weights.diff_bias.desc)
     times = time_primitive(bwd_weights.prim, descs, repeats)
     if bwd_weights.bias_blocks.planes:
-        times = [a + b for a, b in zip(times, time_bias_sum(bwd_weights, repeats))]
+        loop = time_channel_loop(True, &bwd_weights.bias_blocks, bwd_weights.threads,
+                                 bwd_weights.diff_dst.desc, bwd_weights.diff_bias.desc, repeats)
+        times = [a + b for a, b in zip(times, loop)]
     return times
