@@ -94,7 +94,6 @@ cdef class ForwardPlan:
     cdef public object verdict
     cdef int run(self, void *src, void *weights, void *bias, void *dst,
                  bint activate=*) except -1
-    cdef void add_bias(self, float *dst, const float *bias) noexcept
 
 
 cdef class BackwardDataPlan:
@@ -117,7 +116,6 @@ cdef class BackwardWeightsPlan:
     cdef public object verdict
     cdef int run(self, void *src, void *diff_dst, void *diff_weights,
                  void *diff_bias) except -1
-    cdef void sum_bias(self, const float *diff_dst, float *diff_bias) noexcept
 
 
 cdef ThreadState thread_state()

@@ -918,8 +918,25 @@ cdef MemoryDesc swap_weight_axes(MemoryDesc weights, bint grouped):
         dnnl_memory_desc_destroy(md)
 
 
+cdef PrimitiveDesc conv_forward_hint(Geometry g):
+    """The forward convolution the backward-data and backward-weights
+    convolutions of direct plans are planned against (as forward_hint() is
+    for the deconvolution's backward passes), or None when oneDNN has none."""
+    cdef PrimitiveDesc hint = PrimitiveDesc.__new__(PrimitiveDesc)
+    cdef MemoryDesc data_any = new_md(g.src_dims, g.dtype, dnnl_format_tag_any, ROLE_DATA)
+    cdef MemoryDesc out_any = new_md(g.dst_dims, g.dtype, dnnl_format_tag_any, ROLE_DATA)
+    cdef MemoryDesc weights_any = swap_weight_axes(g.weights_any(), g.grouped)
+    cdef dnnl_status_t status = dnnl_convolution_forward_primitive_desc_create(
+        &hint.pd, engine(), dnnl_forward_training, dnnl_convolution_direct, out_any.md,
+        weights_any.md, NULL, data_any.md, g.strides, g.dilates, g.pad_l, g.pad_r, NULL)
+    if status == dnnl_unimplemented:
+        return None
+    check(status, f"convolution descriptor (forward hint, {g!r})")
+    return hint
+
+
 cdef PrimitiveDesc direct_conv_pd(Geometry g, Pass which, MemoryDesc src, MemoryDesc weights,
-                                  MemoryDesc dst):
+                                  MemoryDesc dst, PrimitiveDesc hint):
     """The convolution that oneDNN 3.2 runs for a deconvolution pass, described
     directly, or None when oneDNN has no implementation for it: the forward is
     a backward-data convolution from ``src`` (the deconvolution's src) to
@@ -927,41 +944,31 @@ cdef PrimitiveDesc direct_conv_pd(Geometry g, Pass which, MemoryDesc src, Memory
     deconvolution's diff_dst) to ``src`` (its diff_src), the backward weights
     a backward-weights convolution whose src is ``dst`` (the deconvolution's
     diff_dst) and whose diff_dst is ``src`` (its src), without a bias.
-    ``weights`` has the deconvolution's dims.  Run directly, it skips the wrapper's nested
-    execution and argument remapping (about 1 us per call; see
-    DIRECT_FORWARD)."""
+    ``weights`` has the deconvolution's dims; ``hint`` is conv_forward_hint()
+    (the two backward convolutions need it).  Run directly, the convolution
+    skips the wrapper's nested execution and argument remapping (about 1 us
+    per call)."""
     cdef PrimitiveDesc pd = PrimitiveDesc.__new__(PrimitiveDesc)
-    cdef PrimitiveDesc hint = PrimitiveDesc.__new__(PrimitiveDesc)
     cdef MemoryDesc conv_weights = swap_weight_axes(weights, g.grouped)
-    cdef MemoryDesc data_any, out_any, weights_any
     cdef dnnl_status_t status
     if which == PASS_BACKWARD_DATA:
         status = dnnl_convolution_forward_primitive_desc_create(
             &pd.pd, engine(), dnnl_forward_inference, dnnl_convolution_direct, dst.md,
             conv_weights.md, NULL, src.md, g.strides, g.dilates, g.pad_l, g.pad_r, NULL)
-    else:
-        # The forward convolution a backward one is planned against.
-        data_any = new_md(g.src_dims, g.dtype, dnnl_format_tag_any, ROLE_DATA)
-        out_any = new_md(g.dst_dims, g.dtype, dnnl_format_tag_any, ROLE_DATA)
-        weights_any = swap_weight_axes(g.weights_any(), g.grouped)
-        status = dnnl_convolution_forward_primitive_desc_create(
-            &hint.pd, engine(), dnnl_forward_training, dnnl_convolution_direct, out_any.md,
-            weights_any.md, NULL, data_any.md, g.strides, g.dilates, g.pad_l, g.pad_r, NULL)
-        if status == dnnl_unimplemented:
-            return None
-        check(status, f"convolution descriptor (forward hint, {g!r})")
-        if which == PASS_FORWARD:
-            status = dnnl_convolution_backward_data_primitive_desc_create(
-                &pd.pd, engine(), dnnl_convolution_direct, dst.md, conv_weights.md, src.md,
-                g.strides, g.dilates, g.pad_l, g.pad_r, hint.pd, NULL)
-        else:  # the convolution's src is the deconvolution's diff_dst, and vice versa
-            status = dnnl_convolution_backward_weights_primitive_desc_create(
-                &pd.pd, engine(), dnnl_convolution_direct, dst.md, conv_weights.md, NULL,
-                src.md, g.strides, g.dilates, g.pad_l, g.pad_r, hint.pd, NULL)
-        pd.hint = hint
+    elif hint is None:
+        return None
+    elif which == PASS_FORWARD:
+        status = dnnl_convolution_backward_data_primitive_desc_create(
+            &pd.pd, engine(), dnnl_convolution_direct, dst.md, conv_weights.md, src.md,
+            g.strides, g.dilates, g.pad_l, g.pad_r, hint.pd, NULL)
+    else:  # the convolution's src is the deconvolution's diff_dst, and vice versa
+        status = dnnl_convolution_backward_weights_primitive_desc_create(
+            &pd.pd, engine(), dnnl_convolution_direct, dst.md, conv_weights.md, NULL,
+            src.md, g.strides, g.dilates, g.pad_l, g.pad_r, hint.pd, NULL)
     if status == dnnl_unimplemented:
         return None
     check(status, f"convolution descriptor (direct {_PASS_NAMES[which]}, {g!r})")
+    pd.hint = hint
     return pd
 
 
@@ -1148,8 +1155,10 @@ cdef class ForwardPlan:
             handles[n] = bias; n += 1
         handles[n] = dst
         self.prim.run(handles)
+        cdef int threads = loop_team(self.threads)
         if self.bias_blocks.planes and bias != NULL:
-            self.add_bias(<float *>dst, <const float *>bias)
+            with nogil:
+                add_bias(<float *>dst, <const float *>bias, &self.bias_blocks, threads)
         if self.bias_prim is not None:
             handles[0] = dst
             handles[1] = bias
@@ -1160,11 +1169,6 @@ cdef class ForwardPlan:
             handles[1] = dst
             self.act_prim.run(handles)
         return 0
-
-    cdef void add_bias(self, float *dst, const float *bias) noexcept:
-        cdef int threads = loop_team(self.threads)
-        with nogil:
-            add_bias(dst, bias, &self.bias_blocks, threads)
 
     def run_plain(self, src, weights, bias, dst_init=None, bint activate=True):
         """Run on default-layout NumPy arrays; returns the default-layout result.
@@ -1356,10 +1360,16 @@ def forward_candidates(geom, str dtype, bint training, bint accumulate, act_type
         act_attr = Attr(False, act_type)
         act_flags = [True, False] if fuse_activation else [False]
 
+    # A direct convolution takes neither the sum post-op nor a bias; mxdeconv's
+    # bias loop adds float32 only.
+    direct = DIRECT_FORWARD if dtype == "float32" and not accumulate else None
+    cdef PrimitiveDesc conv_hint = conv_forward_hint(g) if direct else None
+
     def make_pd(family, weights, fused, act_fused, direct):
         if direct:
             return direct_conv_pd(g, PASS_FORWARD, family_md(g.src_dims, dtype, family),
-                                  weights_md(g, weights), family_md(g.dst_dims, dtype, family))
+                                  weights_md(g, weights), family_md(g.dst_dims, dtype, family),
+                                  conv_hint)
         # The post-op goes on the deconvolution only when the bias is in it
         # too; with a separate bias it rides on the bias addition instead.
         return deconv_pd(g, PASS_FORWARD, prop, family_md(g.src_dims, dtype, family),
@@ -1367,9 +1377,6 @@ def forward_candidates(geom, str dtype, bint training, bint accumulate, act_type
                          family_md(g.dst_dims, dtype, family), None,
                          act_attr if act_fused and fused else attr)
 
-    # A direct convolution takes neither the sum post-op nor a bias; mxdeconv's
-    # bias loop adds float32 only.
-    direct = DIRECT_FORWARD if dtype == "float32" and not accumulate else None
     return _enumerate(make_pd, lambda c: build_forward(g, c),
                       _variants(g.has_bias, act_flags, direct), act_type, _forward_skip)
 
@@ -1389,12 +1396,14 @@ def _forward_skip(Candidate c):
 
 
 def _bias_loop_cannot_add(Candidate c):
-    """Whether ``c`` is a direct convolution with a bias whose dst layout
-    mxdeconv's bias loop does not know."""
-    if not c.direct or c.bias_fused:
-        return False
-    dst = c.pd.query(dnnl_query_diff_src_md, 0, ROLE_DATA)
-    return channel_blocks(dst).planes == 0
+    """Whether ``c`` is a direct convolution with a bias whose dst (its
+    diff_src) is in a layout mxdeconv's bias loop does not know."""
+    return c.direct and not c.bias_fused and not loop_knows(c, dnnl_query_diff_src_md)
+
+
+cdef bint loop_knows(Candidate c, dnnl_query_t what) except -1:
+    """Whether mxdeconv's bias loops walk the layout ``c`` chose for ``what``."""
+    return channel_blocks(c.pd.query(what, 0, ROLE_DATA)).planes > 0
 
 
 def _slow_post_op(Candidate c):
@@ -1430,14 +1439,12 @@ cdef class BackwardWeightsPlan:
         cdef void *handles[4]
         handles[0], handles[1], handles[2], handles[3] = src, diff_dst, diff_weights, diff_bias
         self.prim.run(handles)
+        cdef int threads = loop_team(self.threads)
         if self.bias_blocks.planes and diff_bias != NULL:
-            self.sum_bias(<const float *>diff_dst, <float *>diff_bias)
+            with nogil:
+                sum_bias(<const float *>diff_dst, <float *>diff_bias, &self.bias_blocks, threads)
         return 0
 
-    cdef void sum_bias(self, const float *diff_dst, float *diff_bias) noexcept:
-        cdef int threads = loop_team(self.threads)
-        with nogil:
-            sum_bias(diff_dst, diff_bias, &self.bias_blocks, threads)
 
     def run_plain(self, src, diff_dst):
         """Returns ``(diff_weights, diff_bias or None)`` in the default layout."""
@@ -1455,30 +1462,29 @@ def backward_weights_candidates(geom, str dtype):
     """Backward-weights plans for ``geom`` (diff_bias included when there is a bias)."""
     cdef Geometry g = Geometry.of(geom, dtype)
     cdef PrimitiveDesc hint = forward_hint(g)
+    # mxdeconv's bias-gradient loop sums float32 only.
+    direct = DIRECT_BACKWARD_WEIGHTS if dtype == "float32" else None
+    cdef PrimitiveDesc conv_hint = conv_forward_hint(g) if direct else None
 
     def make_pd(family, weights, fused, act_fused, direct):
         if direct:
             return direct_conv_pd(g, PASS_BACKWARD_WEIGHTS,
                                   family_md(g.src_dims, dtype, family), weights_md(g, weights),
-                                  family_md(g.dst_dims, dtype, family))
+                                  family_md(g.dst_dims, dtype, family), conv_hint)
         return deconv_pd(g, PASS_BACKWARD_WEIGHTS, dnnl_backward_weights,
                          family_md(g.src_dims, dtype, family), weights_md(g, weights),
                          g.bias_any() if g.has_bias else None,
                          family_md(g.dst_dims, dtype, family), hint, None)
 
-    # mxdeconv's bias-gradient loop sums float32 only.
-    direct = DIRECT_BACKWARD_WEIGHTS if dtype == "float32" else None
     return _enumerate(make_pd, lambda c: build_backward_weights(g, c),
                       _variants(False, direct=direct),
                       skip=_bias_sum_cannot_read if g.has_bias else None)
 
 
 def _bias_sum_cannot_read(Candidate c):
-    """Whether ``c`` is a direct convolution whose diff_dst layout (its src)
-    mxdeconv's bias-gradient loop does not know."""
-    if not c.direct:
-        return False
-    return channel_blocks(c.pd.query(dnnl_query_src_md, 0, ROLE_DATA)).planes == 0
+    """Whether ``c`` is a direct convolution whose diff_dst (its src) is in a
+    layout mxdeconv's bias-gradient loop does not know."""
+    return c.direct and not loop_knows(c, dnnl_query_src_md)
 
 
 cdef BackwardWeightsPlan build_backward_weights(Geometry g, Candidate c):
@@ -1530,7 +1536,8 @@ def backward_data_candidates(geom, str dtype):
     def make_pd(family, weights, fused, act_fused, direct):
         if direct:
             return direct_conv_pd(g, PASS_BACKWARD_DATA, family_md(g.src_dims, dtype, family),
-                                  weights_md(g, weights), family_md(g.dst_dims, dtype, family))
+                                  weights_md(g, weights), family_md(g.dst_dims, dtype, family),
+                                  None)
         return deconv_pd(g, PASS_BACKWARD_DATA, dnnl_backward_data,
                          family_md(g.src_dims, dtype, family), weights_md(g, weights), None,
                          family_md(g.dst_dims, dtype, family), hint, None)

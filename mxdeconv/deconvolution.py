@@ -371,8 +371,7 @@ def explain(data: Any, weight: Any, bias: Any = None, train: Optional[bool] = No
 if _exec is not None:
     # The same functions compiled (see _exec.Deconvolution): a repeated call
     # skips the Python frame.  The documented ones stay their signatures,
-    # docstrings and error paths.
-    # They keep their own __module__ (_exec), where they are defined.
+    # docstrings and error paths; the compiled ones keep their own __module__.
     _exec.set_full_paths(_forward, Deconvolution, _backward, Deconvolution_backward)
     Deconvolution = functools.update_wrapper(_exec.Deconvolution, Deconvolution,
                                              assigned=("__doc__",))
