@@ -250,10 +250,12 @@ def _values(data: memoryview, entry: _Entry) -> np.ndarray:
 def _bytes_view(buf: Any, name: str) -> memoryview:
     try:
         view = memoryview(buf)
-        return view if view.format == "B" and view.ndim == 1 else view.cast("B")
     except TypeError:
         raise TypeError(f"{name} must be bytes-like (bytes, bytearray, memoryview), got "
                         f"{type(buf).__name__}") from None
+    if not view.c_contiguous:  # a strided view (memoryview(b)[::2]): read its bytes
+        view = memoryview(view.tobytes())
+    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
 
 def _path_arg(name: str, value: Any) -> str:

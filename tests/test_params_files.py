@@ -100,6 +100,24 @@ def test_load_frombuffer_equals_load(name):
     assert nd.load_frombuffer(bytearray(mxnet_bytes(name))).__class__ is type(by_file)
 
 
+def test_load_frombuffer_reads_strided_and_shaped_buffers():
+    """Any bytes-like buffer reads as its bytes, also a strided or 2-D view
+    (a strided memoryview once raised BufferError)."""
+    data = mxnet_bytes("gluon_conv2dtranspose.params")
+    expected = nd.load_frombuffer(data)
+    doubled = bytes(b for byte in data for b in (byte, 0))
+    for buffer in (memoryview(doubled)[::2],
+                   np.frombuffer(doubled, np.uint8)[::2],
+                   np.frombuffer(data, np.uint8).reshape(1, -1)):
+        loaded = nd.load_frombuffer(buffer)
+        assert type(loaded) is type(expected)
+        items = expected.items() if isinstance(expected, dict) else enumerate(expected)
+        for key, array in items:
+            assert_array_equal(loaded[key].asnumpy(), array.asnumpy())
+    with pytest.raises(MXNetError):
+        nd.load_frombuffer(memoryview(data)[1::2])   # other bytes: not a file
+
+
 def test_format_facts_of_mxnet_files():
     """What MXNet 1.9.1 writes: the list magic, a reserved 0, V2 arrays (V3 under
     NumPy shape semantics), int64 extents, cpu(0)."""
