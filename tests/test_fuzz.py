@@ -28,6 +28,7 @@ from collections import Counter
 from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, seed as hypothesis_seed, settings
 from hypothesis import strategies as st
 
@@ -232,7 +233,9 @@ def expected_outcome(c: Dict[str, Any]) -> Optional[Dict[str, Any]]:
              "num_group", "no_bias", "layout", "workspace", "cudnn_tune", "cudnn_off"}
     if set(p) - known:
         return None
-    if "workspace" in p and not (is_int(p["workspace"]) and p["workspace"] >= 0):
+    # MXNet's workspace is a uint64 read by dmlc's parser: a negative value wraps
+    # around (-1 is accepted), one of 2**64 or more is refused.
+    if "workspace" in p and not (is_int(p["workspace"]) and -2**64 < p["workspace"] < 2**64):
         return None
     if p.get("cudnn_tune") not in (None, "off", "limited_workspace", "fastest"):
         return None
@@ -519,3 +522,44 @@ def make_parser_test(max_examples: int, seed: Optional[int] = None):
 
 
 test_fuzz_parameter_parser = make_parser_test(CI_EXAMPLES)
+
+
+# -- examples the exploring runs found, kept as fixed cases ---------------------------
+def found_call(params: Dict[str, Any], data_shape: Tuple[int, ...], **overrides: Any):
+    """A whole call as :func:`calls` draws it: float32, forward, no targets."""
+    param_kernel = params["kernel"]
+    ndim = 1 if isinstance(param_kernel, int) else len(param_kernel)
+    groups, num_filter = params.get("num_group", 1), int(params["num_filter"])
+    kernel = (param_kernel,) * ndim if isinstance(param_kernel, int) else tuple(param_kernel)
+    c = dict(params=params, data_shape=data_shape,
+             weight_shape=(data_shape[1], num_filter // groups, *kernel),
+             bias_shape=None if params.get("no_bias", True) else (num_filter,),
+             dtype=np.float32, weight_dtype=np.float32, bias_dtype=np.float32,
+             data_dtype=None, data_kind="array", og_shape_error=False, og_dtype=np.float32,
+             as_numpy=False, backward=False, impl=None, req="write", reqs=None,
+             give_targets=False, target_shape_error=False, target_dtype=None, train=None,
+             seed=0, poison=None, mutations=0)
+    c.update(overrides)
+    return c
+
+
+FOUND = {
+    # MXNet's uint64 workspace wraps a negative value: -1 is valid (the oracle
+    # once called it invalid; an AVX2 CI run drew it).
+    "workspace_minus_one_empty_batch": found_call(
+        dict(kernel=(1,), stride=(2,), dilate=(2,), adj=(1,), num_filter=2, num_group=2,
+             no_bias=False, workspace=-1), (0, 2, 1)),
+    "workspace_minus_one": found_call(
+        dict(kernel=(3, 3), stride=(2, 2), num_filter=4, no_bias=False, workspace=-1),
+        (2, 4, 3, 3), backward=True),
+    "workspace_2_to_64_refused": found_call(
+        dict(kernel=(3, 3), num_filter=4, workspace=2**64), (1, 4, 3, 3)),
+    # A decimal-integer text reads as that integer, as in MXNet's text attributes.
+    "num_filter_text_empty_batch": found_call(
+        dict(kernel=(3,), num_filter="2"), (0, 2, 4)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FOUND))
+def test_found_examples(name):
+    run_call(dict(FOUND[name]))
