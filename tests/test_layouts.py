@@ -154,7 +154,10 @@ def test_backward_reorders_out_grad_once(rng):
     geom = mxdeconv.params.infer_geometry(mxdeconv.params.parse_params(PARAMS), data.shape)
     plan = mxdeconv.plans.backward_plans(geom, "float32")
     nd.Deconvolution_backward(out_grad, data, weight, **PARAMS)
-    # out_grad arrives plain; both backward passes read one reordered copy.
+    # out_grad arrives plain: it is reordered once into each blocked layout the
+    # two backward passes read (one copy when they agree, as they mostly do;
+    # which layouts oneDNN offers, and the planner picks, depends on the CPU).
     reorders = mxdeconv.reorder_counts().get("out_grad", 0)
-    assert plan.data.diff_dst == plan.weights.diff_dst
-    assert reorders == (0 if plan.data.diff_dst.is_plain else 1)
+    wanted = {layout.name for layout in (plan.data.diff_dst, plan.weights.diff_dst)
+              if not layout.is_plain}
+    assert reorders == len(wanted), (reorders, wanted)
