@@ -151,7 +151,7 @@ class Choice:
 
 
 _choices = _ops.LRUCache(1 << 14) if _ops is not None else None
-_store = plan_store.PlanStore(plan_store.default_path())
+_store = plan_store.PlanStore(plan_store.default_path)  # located on first use
 _warned: set = set()
 
 
@@ -538,8 +538,11 @@ def backward_plans(geom: DeconvGeometry, dtype: str) -> Union[BackwardPlans, Una
 
 
 def store_path() -> Optional[str]:
-    """The plan cache file this process reads and writes (None: memory only)."""
-    return None if _store.path is None else str(_store.path)
+    """The plan cache file this process reads and writes, located on the first
+    call that needs it (None: memory only, by choice or because no cache
+    directory could be found)."""
+    path = _store.path
+    return None if path is None else str(path)
 
 
 def clear_choices() -> None:
