@@ -153,9 +153,11 @@ def tuning_enabled() -> bool:
 
 def plan_cache_path() -> Optional[str]:
     """The file that keeps tuned choices across processes
-    (``$MXDECONV_CACHE_DIR/plans-v2.json``, else the user's cache directory,
-    as the environment said at import), or None when ``MXDECONV_CACHE_DIR`` is
-    set empty (choices kept in memory only).
+    (``$MXDECONV_CACHE_DIR/plans-v2.json``, ``~`` expanded, else the user's
+    cache directory, as the environment says on the first call that needs it),
+    or None when choices are kept in memory only: ``MXDECONV_CACHE_DIR`` set
+    empty, no cache directory found (no home directory), or the file could not
+    be read or written earlier in this process (which warned once).
     Delete the file to tune every layer again.
 
     >>> import mxdeconv

@@ -42,7 +42,8 @@ def runtime_lines() -> List[str]:
         ("oneDNN path", "enabled" if info["onednn_enabled"] else
          "switched off (MXDECONV_ONEDNN=0 or set_onednn_enabled(False))"),
         ("primitive cache", f"{info['cache_capacity']} entries per thread"),
-        ("plan cache", mxdeconv.plan_cache_path() or "memory only (MXDECONV_CACHE_DIR='')"),
+        ("plan cache", mxdeconv.plan_cache_path()
+         or "memory only (MXDECONV_CACHE_DIR='', or no usable cache directory)"),
         ("tuning", "on" if mxdeconv.tuning_enabled() else "off (MXDECONV_TUNE=0)"),
         ("bfloat16", bf16),
     ]

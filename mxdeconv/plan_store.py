@@ -1,22 +1,32 @@
 """Tuned plan choices kept on disk, so a layer is tuned once per machine.
 
 One JSON file in the user's cache directory (``platformdirs``), or in
-``$MXDECONV_CACHE_DIR`` (an empty value keeps choices in memory only).  Entries
-are keyed by oneDNN version, ISA, thread count, pass, dtype, mode and
-geometry, so a new library or CPU never reads an old choice.  Writers merge
-under a lock file (``filelock``) and replace the file atomically, so concurrent
-processes never corrupt it; a file that cannot be read or parsed is ignored
-with one warning, never a crash.
+``$MXDECONV_CACHE_DIR`` (``~`` expanded; an empty value keeps choices in
+memory only), located on first use, not at import.  Entries are keyed by
+oneDNN version, ISA, thread count, pass, dtype, mode and geometry, so a new
+library or CPU never reads an old choice.  Writers merge under a lock file
+(``filelock``) and replace the file atomically, so concurrent processes never
+corrupt it.
+
+The file is untrusted input: only a regular file of at most
+:data:`MAX_BYTES` is read (a FIFO or a device is refused without blocking);
+a file that does not parse as a format-2 plan cache is ignored and replaced on
+the next write.  Any failure to locate, read or write the file (or a lock held
+past :data:`LOCK_SECONDS`) leaves the process on choices kept in memory, with
+one warning: never a crash, a hang or a failing call.  This module checks the
+document's shape; the planner checks every field of an entry before use.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import stat
 import tempfile
 import threading
 import warnings
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Union
 
 import filelock
 import platformdirs
@@ -27,83 +37,263 @@ ENV = "MXDECONV_CACHE_DIR"
 FORMAT = 2
 #: Entries kept at most (the oldest go first): a bound, not a working limit.
 MAX_ENTRIES = 20000
-_LOCK_SECONDS = 10.0
+#: The largest file read (and written): a bound on the memory and time a
+#: hostile file can cost, far above MAX_ENTRIES real entries (about 1-3 KB each).
+MAX_BYTES = 64 << 20
+#: How long a writer waits for another process's lock before it gives up
+#: writing for the rest of the process (a stuck holder costs one wait).
+LOCK_SECONDS = 1.5
+#: Temporary files of this format's writers: created only under the lock, so
+#: one found while holding the lock was left by a killed writer.
+_TEMPORARY_PREFIX, _TEMPORARY_SUFFIX = f".plans-v{FORMAT}-", ".json"
+#: Opening never waits (a FIFO without a writer) nor adopts a terminal.
+_OPEN_FLAGS = (getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+               | getattr(os, "O_CLOEXEC", 0))
+
+Entries = Dict[str, Dict[str, Any]]
+Where = Union[Path, str, None, Callable[[], Optional[Path]]]
+
+
+class _Unusable(Exception):
+    """The file (or its lock) cannot serve as the plan cache: memory only."""
 
 
 def default_path() -> Optional[Path]:
-    """The file in use: ``$MXDECONV_CACHE_DIR/plans.json``, else the user cache."""
+    """The file to use: ``$MXDECONV_CACHE_DIR/plans-v2.json`` (``~`` expanded,
+    relative to the current directory), else in the user cache directory;
+    None when ``MXDECONV_CACHE_DIR`` is set empty.  Raises what platformdirs
+    raises when it cannot find a home directory, and ValueError when ``~``
+    cannot be expanded."""
     directory = os.environ.get(ENV)
     if directory is None:
         directory = platformdirs.user_cache_dir("mxdeconv", appauthor=False)
     elif not directory.strip():
         return None
-    return Path(directory) / f"plans-v{FORMAT}.json"
+    expanded = os.path.expanduser(directory)
+    if expanded.startswith("~"):  # no home directory: never a folder named '~'
+        raise ValueError(f"cannot expand {directory!r}: no such home directory")
+    return Path(os.path.abspath(expanded)) / f"plans-v{FORMAT}.json"
+
+
+def _read_bounded(path: Path) -> Optional[bytes]:
+    """The bytes of ``path``, None when there is no such file.  Raises
+    _Unusable for anything but a regular file of at most MAX_BYTES, OSError
+    when it cannot be opened or read.  O_NONBLOCK: opening a FIFO never waits
+    for a writer (it is then refused by its type)."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | _OPEN_FLAGS)
+    except FileNotFoundError:
+        return None  # nothing kept yet
+    try:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode):
+            raise _Unusable("not a regular file")
+        if info.st_size > MAX_BYTES:
+            raise _Unusable(f"larger than {MAX_BYTES} bytes")
+        chunks, size = [], 0
+        while size <= MAX_BYTES:  # st_size can lie (procfs) or grow meanwhile
+            chunk = os.read(descriptor, MAX_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > MAX_BYTES:
+            raise _Unusable(f"larger than {MAX_BYTES} bytes")
+        return b"".join(chunks)
+    finally:
+        os.close(descriptor)
+
+
+def _parse(data: bytes) -> Entries:
+    """The entries of a format-2 document; ValueError when it is not one.
+    The bytes are untrusted: every error the parser can raise on them
+    (deep nesting, huge numbers, bad encodings, memory) is a ValueError."""
+    try:
+        document = json.loads(data)
+    except (ValueError, RecursionError, MemoryError) as error:
+        raise ValueError(f"not JSON ({type(error).__name__}: {error})"[:300]) from None
+    if not isinstance(document, dict) or type(document.get("format")) is not int \
+            or document["format"] != FORMAT:
+        raise ValueError(f"not a format-{FORMAT} plan cache")
+    entries = document.get("entries")
+    if not isinstance(entries, dict) or not all(
+            isinstance(key, str) and isinstance(value, dict) for key, value in entries.items()):
+        raise ValueError("malformed entries")
+    return entries
+
+
+def trimmed(entries: Entries, limit: int) -> Entries:
+    """The newest ``limit`` entries (insertion order), in linear time."""
+    excess = len(entries) - limit
+    if excess <= 0:
+        return entries
+    return dict(itertools.islice(entries.items(), excess, None))
+
+
+def _serialized(entries: Entries, limit_bytes: int = MAX_BYTES) -> str:
+    """The document of ``entries``, the oldest dropped while it exceeds
+    ``limit_bytes`` (a reader refuses a larger file)."""
+    text = _document(entries)
+    if len(text) <= limit_bytes:  # ASCII (ensure_ascii): characters are bytes
+        return text
+    # Rare (entries far larger than the planner writes): keep the newest that fit.
+    budget, keep = limit_bytes - len(_document({})), 0
+    for key, value in reversed(entries.items()):
+        budget -= len(_document_entry(key, value))
+        if budget < 0:
+            break
+        keep += 1
+    return _document(trimmed(entries, keep))
+
+
+def _document(entries: Entries) -> str:
+    return json.dumps({"format": FORMAT, "entries": entries}, separators=(",", ":"))
+
+
+def _document_entry(key: str, value: Dict[str, Any]) -> str:
+    """An entry as it appears in the document, with its separating comma."""
+    return json.dumps({key: value}, separators=(",", ":"))[1:-1] + ","
+
+
+def _remove_stale_temporaries(directory: Path) -> None:
+    """Delete this format's temporary files: call only while holding the lock."""
+    for stale in directory.glob(f"{_TEMPORARY_PREFIX}*{_TEMPORARY_SUFFIX}"):
+        try:
+            stale.unlink()
+        except FileNotFoundError:
+            pass
+
+
+def _replace_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to a temporary file beside ``path``, flush it to the disk,
+    then rename it over ``path``: readers see the old file or the new one."""
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=_TEMPORARY_PREFIX,
+                                         suffix=_TEMPORARY_SUFFIX)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+    finally:
+        if os.path.lexists(temporary):
+            os.unlink(temporary)
+
+
+def _check_lock_file(path: Path) -> None:
+    """Open (or create) the lock file once: filelock retries a lock file it
+    cannot open until its timeout, and a directory such as /proc/self never
+    lets it."""
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT | _OPEN_FLAGS, 0o644)
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise _Unusable("the lock file is not a regular file")
+    finally:
+        os.close(descriptor)
 
 
 class PlanStore:
-    """The on-disk map of tuned choices, read once per process, merged on write."""
+    """The on-disk map of tuned choices, read once per process, merged on write.
 
-    def __init__(self, path: Optional[Path]) -> None:
-        self.path = path
-        self._entries: Optional[Dict[str, Dict[str, Any]]] = None
+    ``path`` may be the file, None (memory only) or a function returning
+    either (such as :func:`default_path`), called on first use; a function
+    that raises leaves the store in memory, with one warning.
+    """
+
+    def __init__(self, path: Where) -> None:
+        self._where = path
+        self._path: Optional[Path] = None
+        self._located = False
+        self._entries: Optional[Entries] = None
         self._lock = threading.Lock()
         self._warned = False
+        self._on_disk = True  # False after a failure: memory only from then on
+
+    @property
+    def path(self) -> Optional[Path]:
+        """The file read and written, None when kept in memory only."""
+        with self._lock:
+            return self._file()
 
     def _warn(self, what: str, error: BaseException) -> None:
         if not self._warned:
             self._warned = True
-            warnings.warn(f"mxdeconv plan cache {self.path}: {what} ({type(error).__name__}: "
-                          f"{error}); layers are tuned again and kept in memory",
-                          RuntimeWarning, stacklevel=4)
+            where = "" if self._path is None else f" {self._path}"
+            why = error if isinstance(error, _Unusable) else f"{type(error).__name__}: {error}"
+            warnings.warn(f"mxdeconv plan cache{where}: {what} ({why}); layers are tuned "
+                          "again and kept in memory", RuntimeWarning, stacklevel=5)
 
-    def _read(self) -> Dict[str, Dict[str, Any]]:
-        if self.path is None or not self.path.exists():
+    def _file(self) -> Optional[Path]:
+        """The file, located on the first call (under self._lock)."""
+        if not self._located:
+            self._located = True
+            try:
+                where = self._where() if callable(self._where) else self._where
+                self._path = None if where is None else Path(where)
+            except (RuntimeError, OSError, KeyError, ValueError) as error:
+                # platformdirs or ~ without a home directory: never fail a call.
+                self._warn("no cache directory", error)
+        return self._path if self._on_disk else None
+
+    def _give_up(self, what: str, error: BaseException) -> None:
+        self._on_disk = False
+        self._warn(what, error)
+
+    def _read(self, path: Path) -> Entries:
+        """What the file holds: {} when absent or invalid (then replaced on the
+        next write); raises _Unusable or OSError when it cannot be read."""
+        data = _read_bounded(path)
+        if data is None:
             return {}
         try:
-            document = json.loads(self.path.read_text(encoding="utf-8"))
-            if not isinstance(document, dict) or document.get("format") != FORMAT:
-                raise ValueError(f"not a format-{FORMAT} plan cache")
-            entries = document["entries"]
-            if not isinstance(entries, dict) or not all(
-                    isinstance(k, str) and isinstance(v, dict) for k, v in entries.items()):
-                raise ValueError("malformed entries")
-            return entries
-        except (OSError, ValueError, KeyError, UnicodeDecodeError) as error:
-            self._warn("ignored a file that cannot be read", error)
+            return _parse(data)
+        except ValueError as error:
+            self._warn("ignored a file that is not a valid plan cache", error)
             return {}
 
+    def _loaded(self) -> Entries:
+        """The entries of this process, read from the file on first use."""
+        if self._entries is None:
+            self._entries = {}
+            path = self._file()
+            if path is not None:
+                try:
+                    self._entries = self._read(path)
+                except (_Unusable, OSError) as error:
+                    self._give_up("cannot be read", error)
+        return self._entries
+
     def get(self, key: str) -> Optional[Dict[str, Any]]:
+        """The entry kept for ``key``, None if none (unchecked: untrusted)."""
         with self._lock:
-            if self._entries is None:
-                self._entries = self._read()
-            return self._entries.get(key)
+            return self._loaded().get(key)
 
     def put(self, key: str, entry: Dict[str, Any]) -> None:
+        """Keep ``entry`` in memory and, unless an earlier failure stopped it,
+        merge it into the file."""
         with self._lock:
-            if self._entries is None:
-                self._entries = self._read()
-            self._entries[key] = entry
-            if self.path is None:
+            self._loaded()[key] = entry
+            path = self._file()
+            if path is None:
                 return
             try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                with filelock.FileLock(str(self.path) + ".lock", timeout=_LOCK_SECONDS):
-                    merged = self._read()      # what other processes wrote meanwhile
-                    merged[key] = entry
-                    while len(merged) > MAX_ENTRIES:
-                        merged.pop(next(iter(merged)))
-                    handle, temporary = tempfile.mkstemp(dir=self.path.parent,
-                                                         prefix=".plans-", suffix=".json")
-                    try:
-                        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-                            json.dump({"format": FORMAT, "entries": merged}, stream)
-                        os.replace(temporary, self.path)
-                    finally:
-                        if os.path.exists(temporary):
-                            os.unlink(temporary)
-                    self._entries = merged
-            except (OSError, filelock.Timeout) as error:
-                self._warn("could not be written", error)
+                self._entries = self._write(path, key, entry)
+            except (_Unusable, OSError, filelock.Timeout) as error:
+                self._give_up("could not be written", error)
+
+    def _write(self, path: Path, key: str, entry: Dict[str, Any]) -> Entries:
+        """Merge ``entry`` into what the file holds now, under the lock; the result."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock_path = path.with_name(path.name + ".lock")
+        _check_lock_file(lock_path)
+        with filelock.FileLock(str(lock_path), timeout=LOCK_SECONDS):
+            _remove_stale_temporaries(path.parent)
+            merged = self._read(path)  # what other processes wrote meanwhile
+            merged.pop(key, None)      # re-inserted last: the newest entry
+            merged[key] = entry
+            merged = trimmed(merged, MAX_ENTRIES)
+            _replace_atomically(path, _serialized(merged))
+        return merged
 
     def clear(self) -> None:
         """Forget what was read (the next get reads the file again)."""

@@ -151,7 +151,7 @@ class Choice:
 
 
 _choices = _ops.LRUCache(1 << 14) if _ops is not None else None
-_store = plan_store.PlanStore(plan_store.default_path())
+_store = plan_store.PlanStore(plan_store.default_path)  # located on first use
 _warned: set = set()
 
 
@@ -371,18 +371,55 @@ def _store_key(key: tuple, geom: DeconvGeometry) -> str:
                       separators=(",", ":"))
 
 
+#: Bounds on what an entry of the plan cache may hold (the file is untrusted):
+#: a real one measures some tens of candidates, each named in under 200 characters.
+MAX_KEPT_MEASURED, MAX_KEPT_TEXT = 1024, 4096
+
+
+def _kept_text(value: Any) -> bool:
+    return isinstance(value, str) and len(value) <= MAX_KEPT_TEXT
+
+
+def _kept_count(value: Any, low: int, high: int) -> bool:
+    return type(value) is int and low <= value <= high  # not a bool, a float or a str
+
+
+def _kept_measurement(value: Any) -> bool:
+    """One [candidate, threads, seconds, verdict] of an entry, as the tuner writes it."""
+    return (isinstance(value, list) and len(value) == 4 and _kept_text(value[0])
+            and _kept_count(value[1], 1, _ops.MAX_THREADS)
+            and type(value[2]) is float and math.isfinite(value[2]) and value[2] >= 0
+            and _kept_text(value[3]))
+
+
+def _kept_choice(entry: Dict[str, Any], geom: DeconvGeometry) -> Optional[Choice]:
+    """The choice an entry of the plan cache holds, or None unless every field is
+    what the tuner writes: a candidate position, a thread count the tuner would
+    try for this layer (any other count can crash or stall OpenMP), the
+    candidate's name, bounded measurements.  _rebuild checks the candidate."""
+    index, threads, impl = entry.get("index"), entry.get("threads"), entry.get("impl")
+    measured = entry.get("measured", [])
+    if not (type(index) is int and index >= 0
+            and _kept_count(threads, 1, _ops.MAX_THREADS) and threads in _thread_options(geom)
+            and _kept_text(impl) and isinstance(measured, list)
+            and len(measured) <= MAX_KEPT_MEASURED
+            and all(_kept_measurement(m) for m in measured)):
+        return None
+    return Choice(index, threads, impl, "kept from an earlier tuning on this machine",
+                  measured=[Measured(*m) for m in measured])
+
+
 def _from_disk(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
                check: Callable[[Any], Optional[str]]) -> Tuple[Optional[Choice], Any]:
+    """The choice kept on disk and its plan, after checking the entry and the
+    plan's result; (None, None) when there is none or it does not hold."""
     entry = _store.get(_store_key(key, geom))
-    if entry is None:
+    choice = None if entry is None else _kept_choice(entry, geom)
+    if choice is None:
         return None, None
     try:
-        choice = Choice(int(entry["index"]), int(entry["threads"]), str(entry["impl"]),
-                        "kept from an earlier tuning on this machine",
-                        measured=[Measured(str(m[0]), int(m[1]), float(m[2]), str(m[3]))
-                                  for m in entry.get("measured", [])])
         plan = _rebuild(choice, candidates)
-    except (KeyError, TypeError, ValueError, IndexError, MXNetError):
+    except MXNetError:
         return None, None
     if plan is None or check(plan) is not None:
         return None, None  # stale, or no longer agreeing: tune again
@@ -501,8 +538,11 @@ def backward_plans(geom: DeconvGeometry, dtype: str) -> Union[BackwardPlans, Una
 
 
 def store_path() -> Optional[str]:
-    """The plan cache file this process reads and writes (None: memory only)."""
-    return None if _store.path is None else str(_store.path)
+    """The plan cache file this process reads and writes, located on the first
+    call that needs it (None: memory only, by choice or because no cache
+    directory could be found)."""
+    path = _store.path
+    return None if path is None else str(path)
 
 
 def clear_choices() -> None:
