@@ -274,13 +274,19 @@ cdef class using_threads:
 
 
 def _clamp_environment_threads():
-    """Survive a huge OMP_NUM_THREADS: clamp it, with a warning."""
+    """Survive a huge OMP_NUM_THREADS: run on the CPUs this process may use,
+    with a warning.  (Capping at MAX_THREADS was not enough: a thousand
+    threads on a small machine or under a container's task limit make libgomp
+    abort the process, "Thread creation failed".)"""
     cdef int count = omp_get_max_threads()
     if count > MAX_THREADS:
+        usable = min(len(os.sched_getaffinity(0)), MAX_THREADS)
         warnings.warn(f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')!r} asks for "
-                      f"{count} threads; mxdeconv runs oneDNN with at most {MAX_THREADS}",
-                      RuntimeWarning, stacklevel=2)
-        _set_threads(MAX_THREADS)
+                      f"{count} threads, over mxdeconv's limit of {MAX_THREADS}; oneDNN "
+                      f"runs on this process's {usable} CPU(s) instead", RuntimeWarning,
+                      stacklevel=2)
+        _set_threads(usable)
+        omp_set_num_threads(usable)   # this thread's default from now on, too
 
 
 def _after_fork_in_child():

@@ -412,7 +412,9 @@ def test_a_huge_omp_num_threads_is_clamped_with_a_warning():
         print(mxdeconv.get_num_threads(), [str(w.message) for w in caught])
         """, env=env, timeout=120)
     assert run.returncode == 0, run.stderr[-3000:]
-    assert run.stdout.startswith("1024 ") and "OMP_NUM_THREADS='1000000'" in run.stdout
+    usable = len(os.sched_getaffinity(0))
+    assert run.stdout.startswith(f"{usable} ") and "OMP_NUM_THREADS='1000000'" in run.stdout
+    assert f"runs on this process's {usable} CPU(s)" in run.stdout
 
 
 @pytest.mark.parametrize("value", ["99999999999999999999", "-5", "lots", ""])
