@@ -32,7 +32,7 @@ def runtime_lines() -> List[str]:
     from mxdeconv import dtypes
 
     info = mxdeconv.runtime_info()
-    bf16 = ("yes (ml_dtypes)" if dtypes.BFLOAT16 is not None
+    bf16 = ("yes (ml_dtypes)" if dtypes.bfloat16_available()
             else "no (pip install ml_dtypes)")
     rows = [
         ("mxdeconv", f"{mxdeconv.__version__} ({mxdeconv.__file__.rsplit('/', 1)[0]})"),

@@ -10,7 +10,7 @@ from typing import Any, Dict, List
 
 from . import plans
 from ._loader import ops as _ops
-from .dtypes import ONEDNN_NAMES
+from .dtypes import onednn_name
 from .validation import BACKWARD, make_call
 
 
@@ -18,7 +18,9 @@ def _plan(data: Any, weight: Any, bias: Any, params: dict, training: bool, purpo
     if _ops is None:
         raise ImportError("the oneDNN extension is not built")
     call = make_call(data, weight, bias, params, training, purpose)
-    dtype = ONEDNN_NAMES[call.dtype]
+    dtype = onednn_name(call.dtype)
+    if dtype is None:
+        raise RuntimeError(f"dtype {call.dtype} has no oneDNN plan")
     if purpose == BACKWARD:
         plan = plans.backward_plans(call.geom, dtype)
     else:

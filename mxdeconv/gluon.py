@@ -54,17 +54,13 @@ from .activation import ACT_TYPES
 from .autograd import GRAD_REQS
 from .base import MXNetError
 from .context import Context, context_arg, current_context
-from .ndarray import BFLOAT16, NDArray, array, is_float_dtype
+from .dtypes import as_dtype, is_float_dtype, is_operator_dtype, operator_dtype_names
+from .ndarray import NDArray, array
 from .params import MAX_PARAM, parse_int_text, parse_shape_text
 
 __all__ = ["Constant", "Conv1DTranspose", "Conv2DTranspose", "Conv3DTranspose",
            "HybridSequential", "Initializer", "Normal", "One", "Parameter", "ParameterDict",
            "Sequential", "Uniform", "Xavier", "Zero"]
-
-#: The dtypes a parameter may have (those of mxdeconv's arrays).
-PARAM_DTYPES = tuple(np.dtype(t) for t in ("float16", "float32", "float64")) + (
-    (BFLOAT16,) if BFLOAT16 is not None else ())
-
 
 # -- argument checking -------------------------------------------------------------
 # One helper per kind of argument, used by the layers and their parameters.
@@ -179,15 +175,16 @@ def _choice_arg(name: str, value: Any, choices: Sequence[Optional[str]]) -> Opti
 
 
 def _dtype_arg(name: str, value: Any) -> np.dtype:
-    """One of ``PARAM_DTYPES``, given as anything ``np.dtype`` reads but None."""
-    expected = f"a dtype, one of {[str(d) for d in PARAM_DTYPES]}"
+    """An operator dtype (:func:`mxdeconv.dtypes.is_operator_dtype`), given as
+    anything ``np.dtype`` reads but None."""
+    expected = f"a dtype, one of {operator_dtype_names()}"
     if value is None:  # np.dtype(None) is float64
         raise _type_error(name, expected, value)
     try:
-        dtype = np.dtype(value)
+        dtype = as_dtype(value)
     except (TypeError, ValueError, SyntaxError) as err:  # np.dtype(",") is a SyntaxError
         raise _type_error(name, expected, value) from err
-    if dtype not in PARAM_DTYPES:
+    if not is_operator_dtype(dtype):
         raise _type_error(name, expected, value)
     return dtype
 
@@ -1097,9 +1094,9 @@ class _ConvTranspose(_Block):
                              f"{saved}. Set cast_dtype=True to cast the dtype of saved params.")
         if dtype_source == "current":
             return param.dtype
-        if saved not in PARAM_DTYPES:
+        if not is_operator_dtype(saved):
             raise MXNetError(f"{where}: dtype_source='saved' would make it {saved}, but a "
-                             f"parameter's dtype must be one of {[str(d) for d in PARAM_DTYPES]}")
+                             f"parameter's dtype must be one of {operator_dtype_names()}")
         return saved
 
     def _check_loaded_shape(self, param: Parameter, shape: Tuple[int, ...], where: str) -> None:

@@ -9,7 +9,7 @@ from typing import Any, Optional, Tuple
 from . import plans
 from ._loader import ERROR as EXTENSION_ERROR
 from ._loader import ops as _ops
-from .dtypes import ONEDNN_NAMES
+from .dtypes import onednn_dtype_names, onednn_name
 from .ndarray import NDArray
 from .validation import FORWARD, Call
 
@@ -22,12 +22,12 @@ except ImportError:  # the extension failed to load: EXTENSION_ERROR says why
 def supports(call: Call) -> Optional[str]:
     if _ops is None:
         return EXTENSION_ERROR
-    if call.dtype not in ONEDNN_NAMES:
+    dtype = onednn_name(call.dtype)
+    if dtype is None:
         return (f"dtype {call.dtype} is not supported by the oneDNN path "
-                f"({' or '.join(str(d) for d in ONEDNN_NAMES)} only)")
+                f"({' or '.join(onednn_dtype_names())} only)")
     if call.geom.out_shape[0] == 0:
         return "an empty batch has nothing for oneDNN to compute"
-    dtype = ONEDNN_NAMES[call.dtype]
     if call.purpose == FORWARD:
         plan = plans.forward_plan(call.geom, dtype, call.training, call.accumulate,
                                   call.act_type)

@@ -35,10 +35,10 @@ from .base import MXNetError
 from .context import Context, context_arg, current_context
 from ._ndbase import NDArrayBase
 from .buffers import POOL_MIN_BYTES, aligned_empty
-from .dtypes import BFLOAT16, NDARRAY_DTYPES, is_float_dtype
+from .dtypes import as_dtype, is_bfloat16, is_float_dtype, is_ndarray_dtype, ndarray_dtype_names
 from .ndmethods import NDArrayMethods
 
-__all__ = ["BFLOAT16", "DEFAULT_LAYOUT", "NDArray", "array", "as_ndarray", "empty",
+__all__ = ["DEFAULT_LAYOUT", "NDArray", "array", "as_ndarray", "empty",
            "from_dlpack", "is_float_dtype", "ones", "to_dlpack_for_read",
            "to_dlpack_for_write", "zeros"]
 
@@ -197,11 +197,11 @@ class NDArray(NDArrayMethods, NDArrayBase):
         >>> x.asnumpy()
         array([5., 0.], dtype=float32)
         """
-        if dtype is not None and np.dtype(dtype) != self._dtype:
+        if dtype is not None and as_dtype(dtype) != self._dtype:
             if copy is False:
-                raise MXNetError(f"cannot view a {self._dtype} NDArray as {np.dtype(dtype)} "
+                raise MXNetError(f"cannot view a {self._dtype} NDArray as {as_dtype(dtype)} "
                                  "without a copy")
-            return self._plain().astype(dtype)
+            return self._plain().astype(as_dtype(dtype))
         if copy:
             return self._plain().copy()
         return self._expose()
@@ -342,7 +342,7 @@ class NDArray(NDArrayMethods, NDArrayBase):
         >>> np.shares_memory(np.from_dlpack(x), np.asarray(x))
         True
         """
-        if BFLOAT16 is not None and self._dtype == BFLOAT16:
+        if is_bfloat16(self._dtype):
             raise MXNetError("a bfloat16 NDArray cannot be exported through DLPack (NumPy's "
                              "exporter has no bfloat16 code): convert it first, e.g. "
                              "arr.astype('float32')")
@@ -360,13 +360,13 @@ def _check_dtype(dtype: Any, name: str = "dtype") -> np.dtype:
     if dtype is None:
         raise TypeError(f"{name} must name a dtype, got None")
     try:
-        dtype = np.dtype(dtype)
+        dtype = as_dtype(dtype)
     except TypeError as error:
         raise TypeError(f"{name} must name a dtype such as 'float32', got {dtype!r}: "
                         f"{error}") from None
-    if dtype not in NDARRAY_DTYPES:
+    if not is_ndarray_dtype(dtype):
         raise TypeError(f"unsupported {name} {dtype}: mxdeconv arrays are "
-                        f"{', '.join(str(d) for d in NDARRAY_DTYPES)}")
+                        f"{', '.join(ndarray_dtype_names())}")
     return dtype
 
 
@@ -604,3 +604,12 @@ def as_ndarray(value: Any, name: str) -> NDArray:
         return array(value)
     raise TypeError(f"{name} must be an NDArray or a NumPy array, "
                     f"got {type(value).__name__}")
+
+
+def __getattr__(name: str) -> Any:
+    """``BFLOAT16`` (the bfloat16 dtype or None), kept for code that imported it
+    from here; reading it imports ml_dtypes (see :mod:`mxdeconv.dtypes`)."""
+    if name == "BFLOAT16":
+        from .dtypes import bfloat16
+        return bfloat16()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -39,7 +39,7 @@ from . import ndmethods, tape
 from .base import MXNetError
 from .buffers import aligned_empty
 from .context import Context, context_arg
-from .dtypes import NDARRAY_DTYPES
+from .dtypes import is_ndarray_dtype
 from .ndarray import NDArray, _check_dtype
 from .shapes import normalize_axis, reduce_axes
 
@@ -143,7 +143,7 @@ def _operands(name: str, inputs: Tuple[Any, ...]) -> Tuple[Tuple[Optional[NDArra
             arrays.append(value)
             found = value.dtype
         elif isinstance(value, np.ndarray):
-            if value.dtype not in NDARRAY_DTYPES:
+            if not is_ndarray_dtype(value.dtype):
                 raise TypeError(f"{name}: {side} must be an array of a dtype NDArray holds, got "
                                 f"a NumPy array of dtype {value.dtype}")
             arrays.append(None)

@@ -46,7 +46,7 @@ import numpy as np
 
 from .base import MXNetError
 from .buffers import aligned_empty
-from .dtypes import BFLOAT16
+from . import dtypes
 from .ndarray import NDArray
 
 __all__ = ["ArrayFile", "LIST_MAGIC", "V1_MAGIC", "V2_MAGIC", "V3_MAGIC", "is_ndarray_file",
@@ -79,14 +79,14 @@ _U32 = struct.Struct("<I")
 _I32 = struct.Struct("<i")
 
 
-def _is_bfloat16(dtype: np.dtype) -> bool:
-    # `dtype == None` is true for float64 (np.dtype(None) is float64): test BFLOAT16 first.
-    return BFLOAT16 is not None and dtype == BFLOAT16
+def _bfloat16() -> Optional[np.dtype]:
+    """The dtype a bfloat16 entry loads as (None: ml_dtypes is not installed)."""
+    return dtypes.bfloat16()
 
 
 def _flag(dtype: np.dtype) -> Optional[int]:
     """mshadow's type flag for ``dtype`` (any byte order), None if it has none."""
-    if _is_bfloat16(dtype):
+    if dtypes.is_bfloat16(dtype):
         return _BFLOAT16_FLAG
     return _FLAG_OF.get(dtype.newbyteorder("=")) if dtype.kind in "biuf" else None
 
@@ -175,10 +175,10 @@ def _entry(reader: _Reader, index: int) -> _Entry:
         raise reader.error(f"{what}'s device id >= 0", str(device_id))
     flag = reader.number(_I32, f"{what}'s type flag")
     if flag == _BFLOAT16_FLAG:
-        if BFLOAT16 is None:
+        dtype = _bfloat16()
+        if dtype is None:
             raise MXNetError(f"cannot load {reader.source}: {what} is bfloat16, which needs "
                              "the ml_dtypes package (pip install ml_dtypes)")
-        dtype = BFLOAT16
     elif flag in TYPE_FLAGS:
         dtype = TYPE_FLAGS[flag].newbyteorder("=")
     else:
@@ -234,7 +234,7 @@ def _parse(data: memoryview, source: str) -> Tuple[List[_Entry], List[str]]:
 def _values(data: memoryview, entry: _Entry) -> np.ndarray:
     """An entry's values, copied into a new aligned array of the native byte order."""
     out = aligned_empty(entry.shape, entry.dtype)
-    if _is_bfloat16(entry.dtype):  # stored as little-endian 16-bit words
+    if dtypes.is_bfloat16(entry.dtype):  # stored as little-endian 16-bit words
         target, stored = out.view(np.uint16), np.dtype("<u2")
     else:
         target, stored = out, entry.dtype.newbyteorder("<")
@@ -346,7 +346,7 @@ def _encode(arrays: Sequence[np.ndarray], names: Sequence[str], np_shape: bool) 
         shape = values.shape
         chunks.append(struct.pack(f"<Iii{len(shape)}qiii", magic, 0, len(shape), *shape,
                                   1, 0, _flag(values.dtype)))
-        if _is_bfloat16(values.dtype):
+        if dtypes.is_bfloat16(values.dtype):
             stored = values.view(np.uint16).astype("<u2", copy=False)
         else:
             stored = values.astype(values.dtype.newbyteorder("<"), copy=False)
@@ -363,7 +363,8 @@ def _check_arrays(arrays: Sequence[np.ndarray], names: Optional[Sequence[str]],
     """The names (empty for a list) and the form (V3 or not), checked."""
     for index, values in enumerate(arrays):
         if _flag(values.dtype) is None:
-            held = [str(d) for d in _FLAG_OF] + (["bfloat16"] if BFLOAT16 is not None else [])
+            held = [str(d) for d in _FLAG_OF] + (
+                [dtypes.BFLOAT16_NAME] if dtypes.bfloat16_available() else [])
             raise MXNetError(f"{where}[{index}] has dtype {values.dtype}, which MXNet's NDArray "
                              f"files cannot hold (they hold {', '.join(held)})")
         if values.ndim > MAX_NDIM:

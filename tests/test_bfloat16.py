@@ -105,3 +105,58 @@ def test_bf16_without_kernels_falls_back_to_numpy():
     assert mxdeconv.last_impl() == "numpy" and grads[1].dtype == BF16
     with mxdeconv.use_impl("onednn"), pytest.raises(mxdeconv.MXNetError, match="forced"):
         nd.Deconvolution(data, weight, **params)
+
+
+# -- ml_dtypes on first use only ---------------------------------------------------------
+def _fresh_python(code):
+    import subprocess
+    import sys
+    import textwrap
+    run = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    return run.stdout
+
+
+def test_import_and_float32_calls_leave_ml_dtypes_unimported():
+    """ml_dtypes takes about a second to import: a float32 user never pays it."""
+    _fresh_python("""
+        import sys
+        import numpy as np
+        import mxdeconv
+        from mxdeconv import autograd, gluon, nd
+        heavy = {"ml_dtypes", "torch", "matplotlib", "scipy", "hypothesis", "pytest"}
+        assert not heavy & set(sys.modules), heavy & set(sys.modules)
+        x = nd.array(np.ones((2, 4, 3, 3), np.float32))
+        w = nd.array(np.ones((4, 2, 3, 3), np.float32))
+        y = nd.Deconvolution(x, w, kernel=(3, 3), num_filter=2)
+        nd.Deconvolution_backward(nd.ones(y.shape), x, w, kernel=(3, 3), num_filter=2)
+        layer = gluon.Conv2DTranspose(2, 3, in_channels=4)
+        layer.initialize()
+        layer(x).asnumpy()
+        nd.array([1, 2], dtype="float16").astype("int32")
+        assert "ml_dtypes" not in sys.modules
+        """)
+
+
+def test_bfloat16_by_name_imports_ml_dtypes_on_first_use(tmp_path):
+    """'bfloat16' names the type in mxdeconv's functions without importing
+    ml_dtypes first, and a bfloat16 file loads as bfloat16."""
+    out = _fresh_python(f"""
+        import sys
+        import numpy as np
+        import mxdeconv
+        from mxdeconv import gluon, nd
+        assert "ml_dtypes" not in sys.modules
+        x = nd.array(np.ones((1, 4, 3, 3)), dtype="bfloat16")
+        w = nd.ones((4, 2, 3, 3)).astype("bfloat16")
+        y = nd.Deconvolution(x, w, kernel=(3, 3), num_filter=2)
+        layer = gluon.Conv2DTranspose(2, 3, in_channels=4)
+        layer.initialize()
+        layer.cast("bfloat16")
+        path = {str(tmp_path / "bf16.params")!r}
+        nd.save(path, {{"w": w}})
+        print(x.dtype, w.dtype, y.dtype, layer.weight.data().dtype,
+              nd.load(path)["w"].dtype, float(y.asnumpy().astype(np.float32).max()))
+        """)
+    assert out.split() == ["bfloat16"] * 5 + ["36.0"]
