@@ -280,7 +280,8 @@ def _clamp_environment_threads():
     abort the process, "Thread creation failed".)"""
     cdef int count = omp_get_max_threads()
     if count > MAX_THREADS:
-        usable = min(len(os.sched_getaffinity(0)), MAX_THREADS)
+        affinity = getattr(os, "sched_getaffinity", None)   # Linux; cpu_count elsewhere
+        usable = min(len(affinity(0)) if affinity else (os.cpu_count() or 1), MAX_THREADS)
         warnings.warn(f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')!r} asks for "
                       f"{count} threads, over mxdeconv's limit of {MAX_THREADS}; oneDNN "
                       f"runs on this process's {usable} CPU(s) instead", RuntimeWarning,

@@ -44,9 +44,16 @@ def bfloat16() -> Optional[np.dtype]:
     return _bfloat16
 
 
+_installed: Optional[bool] = None
+
+
 def bfloat16_available() -> bool:
-    """Whether ml_dtypes is installed (looked up without importing it)."""
-    return "ml_dtypes" in sys.modules or importlib.util.find_spec("ml_dtypes") is not None
+    """Whether ml_dtypes is installed (looked up once, without importing it)."""
+    global _installed
+    if _installed is None:
+        _installed = ("ml_dtypes" in sys.modules
+                      or importlib.util.find_spec("ml_dtypes") is not None)
+    return _installed
 
 
 def is_bfloat16(dtype: np.dtype) -> bool:

@@ -35,14 +35,18 @@ ENV = "MXDECONV_CACHE_DIR"
 #: 2: candidates timed on written memory (format 1 timed them on untouched,
 #: zero-mapped pages, which favoured plans that read big inputs).
 FORMAT = 2
-#: Entries kept at most (the oldest go first): a bound, not a working limit.
-MAX_ENTRIES = 20000
+#: Entries kept at most (the oldest go first): a bound, not a working limit
+#: (a layer takes a few: one per pass and mode), which also bounds how long a
+#: writer holds the lock (each write re-reads and rewrites the whole file:
+#: about 0.3 s at 5,000 real entries of about 2 KB).
+MAX_ENTRIES = 5000
 #: The largest file read (and written): a bound on the memory and time a
 #: hostile file can cost, far above MAX_ENTRIES real entries (about 1-3 KB each).
 MAX_BYTES = 64 << 20
 #: How long a writer waits for another process's lock before it gives up
-#: writing for the rest of the process (a stuck holder costs one wait).
-LOCK_SECONDS = 1.5
+#: writing for the rest of the process: well above a full cache's write, so
+#: only a stuck holder costs it, once.
+LOCK_SECONDS = 5.0
 #: Temporary files of this format's writers: created only under the lock, so
 #: one found while holding the lock was left by a killed writer.
 _TEMPORARY_PREFIX, _TEMPORARY_SUFFIX = f".plans-v{FORMAT}-", ".json"
@@ -215,13 +219,19 @@ class PlanStore:
         with self._lock:
             return self._file()
 
-    def _warn(self, what: str, error: BaseException) -> None:
+    def _warn(self, what: str, error: BaseException,
+               then: str = "layers are tuned again and kept in memory") -> None:
+        """One warning per process; never an error (``-W error`` turns warnings
+        into exceptions, and a cache that cannot be used must not fail a call)."""
         if not self._warned:
             self._warned = True
             where = "" if self._path is None else f" {self._path}"
             why = error if isinstance(error, _Unusable) else f"{type(error).__name__}: {error}"
-            warnings.warn(f"mxdeconv plan cache{where}: {what} ({why}); layers are tuned "
-                          "again and kept in memory", RuntimeWarning, stacklevel=5)
+            try:
+                warnings.warn(f"mxdeconv plan cache{where}: {what} ({why}); {then}",
+                              RuntimeWarning, stacklevel=5)
+            except Exception:  # noqa: BLE001 - a warning filter set to "error"
+                pass
 
     def _file(self) -> Optional[Path]:
         """The file, located on the first call (under self._lock)."""
@@ -230,8 +240,8 @@ class PlanStore:
             try:
                 where = self._where() if callable(self._where) else self._where
                 self._path = None if where is None else Path(where)
-            except (RuntimeError, OSError, KeyError, ValueError) as error:
-                # platformdirs or ~ without a home directory: never fail a call.
+            except Exception as error:  # noqa: BLE001 - never fail a call
+                # platformdirs or ~ without a home directory, say.
                 self._warn("no cache directory", error)
         return self._path if self._on_disk else None
 
@@ -248,7 +258,8 @@ class PlanStore:
         try:
             return _parse(data)
         except ValueError as error:
-            self._warn("ignored a file that is not a valid plan cache", error)
+            self._warn("ignored a file that is not a valid plan cache", error,
+                       "layers are tuned again, and the file is replaced on the next write")
             return {}
 
     def _loaded(self) -> Entries:
@@ -259,7 +270,7 @@ class PlanStore:
             if path is not None:
                 try:
                     self._entries = self._read(path)
-                except (_Unusable, OSError) as error:
+                except Exception as error:  # noqa: BLE001 - never fail a call
                     self._give_up("cannot be read", error)
         return self._entries
 
@@ -278,7 +289,9 @@ class PlanStore:
                 return
             try:
                 self._entries = self._write(path, key, entry)
-            except (_Unusable, OSError, filelock.Timeout) as error:
+            except Exception as error:  # noqa: BLE001 - never fail a call
+                # OSError, filelock.Timeout, _Unusable; NotImplementedError
+                # where the file system has no flock (filelock 3.x), ...
                 self._give_up("could not be written", error)
 
     def _write(self, path: Path, key: str, entry: Dict[str, Any]) -> Entries:

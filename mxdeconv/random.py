@@ -24,6 +24,7 @@ import numpy as np
 
 from .base import MXNetError
 from .context import context_arg
+from .dtypes import as_dtype
 from .ndarray import NDArray, _shape_arg
 from .numpy_protocols import check_gradient, check_writable, is_number, wrap
 
@@ -63,7 +64,7 @@ def _sample(name: str, draw: Callable[..., np.ndarray], params: Tuple[Any, Any],
     if dtype is None:
         dtype = out.dtype if out is not None else np.dtype(np.float32)
     try:
-        dtype = np.dtype(dtype)
+        dtype = as_dtype(dtype)
     except TypeError as error:
         raise TypeError(f"{name}: dtype must name a dtype, got {dtype!r}: {error}") from None
     if dtype not in _DTYPES:

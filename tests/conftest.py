@@ -1,7 +1,7 @@
 """Test-session settings, applied before mxdeconv is imported.
 
 * Hypothesis keeps its example database out of the repository, and runs
-  derandomized: every run of the suite, on every machine, draws the same
+  derandomized (the ``derandomized`` profile): every run of the suite, on every machine, draws the same
   examples, so a red CI is never a new random draw.  Exploring runs with fresh
   seeds are ``scripts/fuzz.py``'s job; what they find becomes a fixed case
   (``tests/test_fuzz.py``'s ``FOUND``).  ``MXDECONV_HYPOTHESIS_PROFILE=explore``
@@ -15,9 +15,9 @@ import tempfile
 from hypothesis import configuration, settings
 
 configuration.set_hypothesis_home_dir(os.path.join(tempfile.gettempdir(), "mxdeconv-hypothesis"))
-settings.register_profile("ci", derandomize=True)
+settings.register_profile("derandomized", derandomize=True)
 settings.register_profile("explore", derandomize=False)
-settings.load_profile(os.environ.get("MXDECONV_HYPOTHESIS_PROFILE", "ci"))
+settings.load_profile(os.environ.get("MXDECONV_HYPOTHESIS_PROFILE", "derandomized"))
 os.environ["MXDECONV_CACHE_DIR"] = tempfile.mkdtemp(prefix="mxdeconv-plans-")
 
 

@@ -158,6 +158,6 @@ def test_backward_reorders_out_grad_once(rng):
     # two backward passes read (one copy when they agree, as they mostly do;
     # which layouts oneDNN offers, and the planner picks, depends on the CPU).
     reorders = mxdeconv.reorder_counts().get("out_grad", 0)
-    wanted = {layout.name for layout in (plan.data.diff_dst, plan.weights.diff_dst)
+    wanted = {layout for layout in (plan.data.diff_dst, plan.weights.diff_dst)
               if not layout.is_plain}
     assert reorders == len(wanted), (reorders, wanted)

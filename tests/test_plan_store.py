@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import warnings
 
 import pytest
 
@@ -175,7 +176,7 @@ _INF, _NAN = float("inf"), float("nan")
 BAD_FIELDS = {
     "threads": [100000, 2**31 - 1, 1024, 1e12, -1, 0, True, "2", 2.0, None, _INF],
     "index": [_INF, -1, 10**9, True, 1.0, "0", None, 10**100],
-    "impl": [None, 7, "x" * 100000],
+    "impl": [None, 7, "x" * 100000, "no:such:kernel"],
     "measured": ["junk", {"a": 1}, [["c", _INF, 1e-6, "v"]], [["c", 1, _NAN, "v"]],
                  [["c", 1, _INF, "v"]], [["c", 1, -1.0, "v"]], [["c", 1, 1e-6]],
                  [["c", True, 1e-6, "v"]], [[1, 1, 1e-6, "v"]], [["c" * 10**5, 1, 1e-6, "v"]],
@@ -290,9 +291,9 @@ def test_a_lock_held_by_a_stuck_process_costs_one_short_wait(tmp_path):
         holder.kill()
         holder.wait()
     assert attempts == [plan_store.LOCK_SECONDS]   # one try, then memory only
-    assert plan_store.LOCK_SECONDS <= 2
-    assert results[0]["seconds"] < 8   # generous: LOCK_SECONDS and the tuning
-    assert sum(r["seconds"] for r in results) < 15   # was 10 s for every layer
+    assert plan_store.LOCK_SECONDS <= 5
+    assert results[0]["seconds"] < 12   # generous: LOCK_SECONDS and the tuning
+    assert sum(r["seconds"] for r in results) < 20   # was 10 s for every layer
     assert _warnings(run) == 1 and "could not be written" in run.stderr
 
 
@@ -376,6 +377,32 @@ def test_writes_stop_after_the_first_failure(tmp_path):
     assert not directory.exists()
     assert store.get("a") == {"index": 0} and store.get("b") == {"index": 1}
     assert store.path is None
+
+
+@pytest.mark.parametrize("error", [OSError(28, "No space left on device"),
+                                   NotImplementedError("flock: ENOSYS (filelock 3.x)"),
+                                   ValueError("anything else")])
+def test_writes_stop_after_the_first_write_failure(tmp_path, monkeypatch, error):
+    """The file reads, but a write fails: one warning (never an error, even with
+    warnings turned into errors), no write attempted again, choices in memory."""
+    attempts = []
+
+    def failing(path, text):
+        attempts.append(path)
+        raise error
+
+    monkeypatch.setattr(plan_store, "_replace_atomically", failing)
+    store = plan_store.PlanStore(tmp_path / CACHE)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        store.put("a", {"index": 0})
+        store.put("b", {"index": 1})
+    assert len(attempts) == 1 and store.path is None
+    assert store.get("a") == {"index": 0} and store.get("b") == {"index": 1}
+    fresh = plan_store.PlanStore(tmp_path / CACHE)
+    monkeypatch.setattr(plan_store, "_replace_atomically", failing)
+    with pytest.warns(RuntimeWarning, match="could not be written"):
+        fresh.put("c", {"index": 2})
 
 
 def test_the_trim_is_linear_and_keeps_the_newest():

@@ -34,6 +34,8 @@ def test_set_num_threads_changes_the_count_and_keeps_results():
     data = np.random.default_rng(0).standard_normal((2, 16, 5, 5)).astype(np.float32)
     weight = np.ones((16, 8, 3, 3), np.float32)
     params = dict(kernel=(3, 3), stride=(2, 2), num_filter=8)
+    # Nothing an earlier test planned for this layer (on one thread, say) is kept.
+    mxdeconv.clear_cache()
     expected = nd.Deconvolution(data, weight, **params).asnumpy()
     try:
         mxdeconv.set_num_threads(1)
