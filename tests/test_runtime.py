@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import mxdeconv
-from mxdeconv import nd
+from mxdeconv import nd, plans
+from mxdeconv.params import infer_geometry, parse_params
 
 
 def test_runtime_info_reports_loaded_onednn():
@@ -34,16 +35,16 @@ def test_set_num_threads_changes_the_count_and_keeps_results():
     data = np.random.default_rng(0).standard_normal((2, 16, 5, 5)).astype(np.float32)
     weight = np.ones((16, 8, 3, 3), np.float32)
     params = dict(kernel=(3, 3), stride=(2, 2), num_filter=8)
-    # Nothing an earlier test planned for this layer (on one thread, say) is kept.
-    mxdeconv.clear_cache()
+    geom = infer_geometry(parse_params(params), data.shape)
     expected = nd.Deconvolution(data, weight, **params).asnumpy()
     try:
         mxdeconv.set_num_threads(1)
         assert mxdeconv.get_num_threads() == 1
-        misses = mxdeconv.cache_info()["misses"]
         got = nd.Deconvolution(data, weight, **params).asnumpy()
-        # Primitives are planned for a thread count: a new count builds new ones.
-        assert mxdeconv.cache_info()["misses"] > misses
+        assert mxdeconv.last_impl() == "onednn", mxdeconv.explain(data, weight, **params)
+        # Primitives are planned for a thread count: on one thread, one-thread plans.
+        plan = plans.forward_plan(geom, "float32", False, False)
+        assert plan.threads == 1, (plan.threads, plan.verdict.verdict())
     finally:
         mxdeconv.set_num_threads(before)
     assert mxdeconv.get_num_threads() == before
