@@ -67,8 +67,10 @@ def is_bfloat16(dtype: np.dtype) -> bool:
 def as_dtype(value: Any) -> np.dtype:
     """``np.dtype(value)``, where the text ``"bfloat16"`` names ml_dtypes' type
     (NumPy reads that name only once ml_dtypes is imported)."""
-    if isinstance(value, str) and value == BFLOAT16_NAME and bfloat16() is not None:
-        return bfloat16()
+    if isinstance(value, str) and value == BFLOAT16_NAME:
+        found = bfloat16()
+        if found is not None:
+            return found
     return np.dtype(value)
 
 
