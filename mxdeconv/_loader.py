@@ -10,12 +10,19 @@ the extension asks for it by soname.  No environment variable is needed.
 from __future__ import annotations
 
 import ctypes
-from importlib import metadata
+import sys
 from pathlib import Path
 from typing import Any, Optional
 
 
 def _installed_libdnnl() -> Optional[Path]:
+    """Where the onednn-cpu-gomp wheel put libdnnl.so.3: ``<prefix>/lib``, else
+    wherever its RECORD says (a ``--user`` install, say).  Reading the RECORD
+    costs about 20 ms of import (importlib.metadata), so the usual place goes first."""
+    usual = Path(sys.prefix) / "lib" / "libdnnl.so.3"
+    if usual.is_file():
+        return usual
+    from importlib import metadata
     try:
         dist = metadata.distribution("onednn-cpu-gomp")
     except metadata.PackageNotFoundError:

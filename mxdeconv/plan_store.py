@@ -28,8 +28,6 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Union
 
-import filelock
-import platformdirs
 
 ENV = "MXDECONV_CACHE_DIR"
 #: 2: candidates timed on written memory (format 1 timed them on untouched,
@@ -70,6 +68,7 @@ def default_path() -> Optional[Path]:
     cannot be expanded."""
     directory = os.environ.get(ENV)
     if directory is None:
+        import platformdirs   # here, not at import: about 10 ms, for a cache not yet used
         directory = platformdirs.user_cache_dir("mxdeconv", appauthor=False)
     elif not directory.strip():
         return None
@@ -299,6 +298,7 @@ class PlanStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         lock_path = path.with_name(path.name + ".lock")
         _check_lock_file(lock_path)
+        import filelock   # here, not at import: most processes never write
         with filelock.FileLock(str(lock_path), timeout=LOCK_SECONDS):
             _remove_stale_temporaries(path.parent)
             merged = self._read(path)  # what other processes wrote meanwhile
