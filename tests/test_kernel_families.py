@@ -10,7 +10,7 @@ fresh process.
 
 * AVX2: the whole suite (the family of most x86-64 CPUs in use without
   AVX-512; bfloat16 must fall back to NumPy there).
-* AVX512_CORE and SSE41: the tests that run oneDNN.
+* AVX512_CORE, AVX (older laptops) and SSE41: the tests that run oneDNN.
 
 A family above this process's own ISA cannot run here, and the family this
 process already runs is the main run itself: both are skipped, with the
@@ -38,6 +38,7 @@ WHOLE_SUITE = None
 #: within CI's budget instead of using it up).
 FAMILIES = {"AVX2": ("avx2", WHOLE_SUITE, 900),
             "AVX512_CORE": ("avx512_core", ONEDNN_TESTS, 450),
+            "AVX": ("avx", ONEDNN_TESTS, 450),
             "SSE41": ("sse41", ONEDNN_TESTS, 450)}
 # oneDNN's ISA ladder (dnnl_cpu_isa_t), lowest first.
 ISA_ORDER = ["sse41", "avx", "avx2", "avx2_vnni", "avx2_vnni_2", "avx512_core",
