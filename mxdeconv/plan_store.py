@@ -21,6 +21,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import stat
 import tempfile
 import threading
@@ -158,11 +159,21 @@ def _document_entry(key: str, value: Dict[str, Any]) -> str:
     return json.dumps({key: value}, separators=(",", ":"))[1:-1] + ","
 
 
+#: Earlier versions' writers of this format (same lock file) named their
+#: temporary files ``.plans-XXXXXXXX.json``: mkstemp's random letters, digits
+#: and underscores, never a '-' (another format's ``.plans-vN-...`` has one).
+_LEGACY_TEMPORARY = re.compile(r"\.plans-[A-Za-z0-9_]+\.json")
+
+
 def _remove_stale_temporaries(directory: Path) -> None:
-    """Delete this format's temporary files: call only while holding the lock."""
-    for stale in directory.glob(f"{_TEMPORARY_PREFIX}*{_TEMPORARY_SUFFIX}"):
+    """Delete this format's temporary files, also those earlier versions left:
+    call only while holding the lock (no writer of this format is mid-write)."""
+    stale = list(directory.glob(f"{_TEMPORARY_PREFIX}*{_TEMPORARY_SUFFIX}"))
+    stale += [found for found in directory.glob(".plans-*.json")
+              if _LEGACY_TEMPORARY.fullmatch(found.name)]
+    for path in stale:
         try:
-            stale.unlink()
+            path.unlink()
         except FileNotFoundError:
             pass
 

@@ -354,14 +354,18 @@ def test_a_tilde_is_expanded(tmp_path):
 # -- what a writer leaves --------------------------------------------------------------
 def test_a_writer_removes_stale_temporary_files_of_its_format_only(tmp_path):
     """A writer killed mid-write left its temporary file (as big as the cache)."""
-    stale = tmp_path / ".plans-v2-killed.json"
-    stale.write_text("{" * 1000)
-    others = [tmp_path / ".plans-v3-other.json", tmp_path / "notes.json"]
+    stale = [tmp_path / ".plans-v2-killed.json",
+             tmp_path / ".plans-ab_12xyz.json"]   # an earlier version's name
+    for path in stale:
+        path.write_text("{" * 1000)
+    others = [tmp_path / ".plans-v3-other.json", tmp_path / "notes.json",
+              tmp_path / ".plans-v3-x_1.json"]
     for other in others:
         other.write_text("{}")
     store = plan_store.PlanStore(tmp_path / CACHE)
     store.put("key", {"index": 0})
-    assert not stale.exists() and all(other.exists() for other in others)
+    assert not any(path.exists() for path in stale)
+    assert all(other.exists() for other in others)
     assert json.loads((tmp_path / CACHE).read_text()) == {
         "format": 2, "entries": {"key": {"index": 0}}}
 
