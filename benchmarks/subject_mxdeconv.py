@@ -109,12 +109,18 @@ class MXDeconvAPI:
         def scope() -> Iterator[None]:
             mx.set_training(training)
             previous = mx.plans.set_tuning(tuning) if hasattr(mx, "plans") else None
+            # Steady state: a new layer is tuned to the end at its first
+            # (untimed) call, not over its timed calls.
+            eager = getattr(getattr(mx, "plans", None), "set_eager_tuning", None)
+            previous_eager = eager(True) if eager is not None else None
             try:
                 with mx.use_impl(impl) if impl else contextlib.nullcontext():
                     yield
             finally:
                 if previous is not None:
                     mx.plans.set_tuning(previous)
+                if previous_eager is not None:
+                    eager(previous_eager)
         return scope
 
     def prepare(self, case: Case, inputs: Inputs, modes: Collection[str]) -> Prepared:

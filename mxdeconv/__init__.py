@@ -22,7 +22,7 @@ __version__ = "0.1.0"
 
 __all__ = ["Context", "Float16OverflowWarning", "KernelDefectWarning", "MXNetError",
            "NDArray", "autograd", "cache_info", "buffer_pool_info", "clear_cache", "cpu", "current_context", "empty_buffer_pool",
-           "explain", "gluon", "gpu",
+           "explain", "finish_tuning", "gluon", "gpu",
            "get_num_threads", "is_training", "last_impl", "nd", "onednn_enabled",
            "plan_cache_path", "predict_mode", "random", "reorder_counts", "reset_reorder_counts",
            "runtime_info", "set_buffer_pool_limit", "set_cache_capacity", "set_num_threads", "set_onednn_enabled",
@@ -128,9 +128,11 @@ def reset_reorder_counts() -> None:
 
 
 def set_tuning(enabled: bool) -> bool:
-    """Time each new layer's candidate plans and keep the fastest correct one
-    (True, the default), or take oneDNN's first correct choice (False, as
-    ``MXDECONV_TUNE=0`` does at import); returns the previous setting.
+    """Time each new layer's candidate plans on its later calls and keep the
+    fastest correct one (True, the default), or keep oneDNN's first correct
+    choice (False, as ``MXDECONV_TUNE=0`` does at import); returns the
+    previous setting.  Either way a layer's first call runs the first correct
+    plan right away.
 
     >>> import mxdeconv
     >>> previous = mxdeconv.set_tuning(False)
@@ -139,6 +141,19 @@ def set_tuning(enabled: bool) -> bool:
     >>> _ = mxdeconv.set_tuning(previous)
     """
     return plans.set_tuning(enabled)
+
+
+def finish_tuning() -> int:
+    """Tune every layer pass that is still being tuned on its calls to the
+    end, now, and return how many there were: for a server or a benchmark,
+    run each layer once (forward, and backward if it trains), then call this
+    before serving.  The tuned choices are kept on disk like any other.
+
+    >>> import mxdeconv
+    >>> mxdeconv.finish_tuning() >= 0
+    True
+    """
+    return plans.finish_tuning()
 
 
 def tuning_enabled() -> bool:

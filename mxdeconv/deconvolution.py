@@ -23,7 +23,7 @@ from typing import Any, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from . import activation, activation_op, impl_numpy, impl_onednn, registry, tape
+from . import activation, activation_op, impl_numpy, impl_onednn, plans, registry, tape
 from .base import MXNetError
 from .commit import aliased, store_result
 from .ndarray import NDArray
@@ -112,7 +112,7 @@ def _forward(key: Any, data: Any, weight: Any, bias: Any, out: Optional[NDArray]
     impl = OPERATOR.select(call)
     if out_aliased:
         result = store_result(impl.forward(call, None, "write"), out, req)
-    elif key is not None and impl.name == registry.ONEDNN:
+    elif key is not None and impl.name == registry.ONEDNN and plans.settled(call.plan):
         prepared = _exec.PreparedForward(call.plan, call.training, call.accumulate, req,
                                          act_type, _record)
         _exec.keep(key, prepared)
@@ -303,7 +303,7 @@ def _backward(key: Any, out_grad: Any, data: Any, weight: Any, bias: Any, req: A
         results = impl.backward(call, out_grad, run_grads, run_reqs)
         results = tuple(res if t is None else store_result(res, t, r)
                         for res, t, r in zip(results, late, reqs))
-    elif key is not None and impl.name == registry.ONEDNN:
+    elif key is not None and impl.name == registry.ONEDNN and plans.settled(call.plan):
         prepared = _exec.PreparedBackward(call.plan.data, call.plan.weights, tuple(reqs))
         _exec.keep(key, prepared)
         return prepared.run(out_grad, call.data, call.weight, tuple(grads))

@@ -27,7 +27,7 @@ import tempfile
 import threading
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional, Union
+from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 
 ENV = "MXDECONV_CACHE_DIR"
@@ -79,17 +79,34 @@ def default_path() -> Optional[Path]:
     return Path(os.path.abspath(expanded)) / f"plans-v{FORMAT}.json"
 
 
-def _read_bounded(path: Path) -> Optional[bytes]:
-    """The bytes of ``path``, None when there is no such file.  Raises
-    _Unusable for anything but a regular file of at most MAX_BYTES, OSError
-    when it cannot be opened or read.  O_NONBLOCK: opening a FIFO never waits
-    for a writer (it is then refused by its type)."""
+def _private(info: os.stat_result) -> bool:
+    """Owned by this user and writable by nobody else."""
+    geteuid = getattr(os, "geteuid", None)
+    return (geteuid is not None and info.st_uid == geteuid()
+            and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH))
+
+
+def _private_folder(path: Path) -> bool:
+    try:
+        return _private(os.stat(path.parent))
+    except OSError:
+        return False
+
+
+def _read_bounded(path: Path) -> Optional[Tuple[bytes, bool]]:
+    """The bytes of ``path`` and whether only this user can have written them
+    (the file and its folder are this user's, writable by nobody else); None
+    when there is no such file.  Raises _Unusable for anything but a regular
+    file of at most MAX_BYTES, OSError when it cannot be opened or read.
+    O_NONBLOCK: opening a FIFO never waits for a writer (it is then refused by
+    its type)."""
     try:
         descriptor = os.open(path, os.O_RDONLY | _OPEN_FLAGS)
     except FileNotFoundError:
         return None  # nothing kept yet
     try:
         info = os.fstat(descriptor)
+        private = _private(info) and _private_folder(path)
         if not stat.S_ISREG(info.st_mode):
             raise _Unusable("not a regular file")
         if info.st_size > MAX_BYTES:
@@ -103,7 +120,7 @@ def _read_bounded(path: Path) -> Optional[bytes]:
             size += len(chunk)
         if size > MAX_BYTES:
             raise _Unusable(f"larger than {MAX_BYTES} bytes")
-        return b"".join(chunks)
+        return b"".join(chunks), private
     finally:
         os.close(descriptor)
 
@@ -222,6 +239,7 @@ class PlanStore:
         self._lock = threading.Lock()
         self._warned = False
         self._on_disk = True  # False after a failure: memory only from then on
+        self._private = False  # whether the entries read can only be this user's
 
     @property
     def path(self) -> Optional[Path]:
@@ -262,9 +280,10 @@ class PlanStore:
     def _read(self, path: Path) -> Entries:
         """What the file holds: {} when absent or invalid (then replaced on the
         next write); raises _Unusable or OSError when it cannot be read."""
-        data = _read_bounded(path)
-        if data is None:
+        read = _read_bounded(path)
+        if read is None:
             return {}
+        data, self._private = read
         try:
             return _parse(data)
         except ValueError as error:
@@ -288,6 +307,16 @@ class PlanStore:
         """The entry kept for ``key``, None if none (unchecked: untrusted)."""
         with self._lock:
             return self._loaded().get(key)
+
+    @property
+    def private(self) -> bool:
+        """Whether the entries were read from a file only this user can have
+        written (owned by this user, as is its folder, neither writable by
+        group or others): the planner takes the verdicts of such a file's
+        entries without checking the plan again."""
+        with self._lock:
+            self._loaded()
+            return self._private
 
     def put(self, key: str, entry: Dict[str, Any]) -> None:
         """Keep ``entry`` in memory and, unless an earlier failure stopped it,
@@ -317,9 +346,13 @@ class PlanStore:
             merged[key] = entry
             merged = trimmed(merged, MAX_ENTRIES)
             _replace_atomically(path, _serialized(merged))
+            # mkstemp's file is this user's, mode 0600: private if the folder is.
+            self._private = _private_folder(path) and (
+                self._private or not any(k != key for k in merged))
         return merged
 
     def clear(self) -> None:
         """Forget what was read (the next get reads the file again)."""
         with self._lock:
             self._entries = None
+            self._private = False

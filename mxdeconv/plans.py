@@ -3,24 +3,34 @@
 For a new (pass, geometry, dtype, mode, thread count) it walks the candidates
 oneDNN offers (``_ops.*_candidates``: each implementation in each layout family
 for the data tensors, oneDNN's or plain weights, the bias fused or added by a
-separate primitive, reference kernels last), at the caller's thread count and,
-for small layers, on one thread.  With tuning on (the default) it times each
-candidate *end to end for the mode*: the primitives plus the reorders the call
-implies (default-layout inputs into the plan's layouts, results back to the
-default layout, the weight on every training call unless the plan takes it
-plain).  The fastest candidate whose result agrees with an independent
-computation (:mod:`mxdeconv.kernel_check`) wins; each one that disagrees raises
-one :class:`~mxdeconv.KernelDefectWarning`.  With tuning off
-(``MXDECONV_TUNE=0`` or :func:`set_tuning`) the first candidate that agrees
-wins: oneDNN's own first choice when it is correct.
+separate primitive, reference kernels last).  No plan reaches a result before
+its output agreed with an independent computation on the real geometry
+(:mod:`mxdeconv.kernel_check`); each one that disagrees raises one
+:class:`~mxdeconv.KernelDefectWarning`.
+
+* **First call**: the first candidate that agrees runs right away (oneDNN's own
+  first choice when it is correct; candidates of a kernel known to be wrong on
+  some layers, :func:`_known_suspect`, are tried last).
+* **Later calls** (tuning on, the default): a :class:`_Tuner` times the
+  candidates *end to end for the mode* (the primitives plus the reorders the
+  call implies: default-layout inputs into the plan's layouts, results back,
+  the weight on every training call unless the plan takes it plain), at the
+  caller's thread count and, for small layers, on one thread, one unit of
+  work at a time, paid for by the calls (each costs on average at most
+  TUNE_SHARE more); the fastest candidate that agrees then replaces the first.
+  :func:`finish_tuning` tunes every pending pass to the end now, and
+  ``MXDECONV_TUNE=eager`` (:func:`set_eager_tuning`) at the first call.
+* With tuning off (``MXDECONV_TUNE=0`` or :func:`set_tuning`) the first
+  candidate that agrees stays.
 
 Tuning a pass costs at most ``max(TUNE_FLOOR_S, min(TUNE_FACTOR x the first
 candidate's time, TUNE_CEILING_S))`` of timing after the first candidate (plus
 that one, the candidate running when the bound is reached, and the checks),
-once per machine: choices are kept in
-memory and on disk (:mod:`mxdeconv.plan_store`), and a choice read back is
-checked again before use.  When no candidate agrees, or oneDNN has none, the
-answer is :class:`Unavailable` and the call runs on the NumPy path.
+once per machine: choices (first and tuned) are kept in memory and on disk
+(:mod:`mxdeconv.plan_store`).  A kept choice is a verdict of the check on its
+key; read back from a file only this user can have written it is used as is,
+from any other it is checked again.  When no candidate agrees, or oneDNN has
+none, the answer is :class:`Unavailable` and the call runs on the NumPy path.
 
 Plans hold primitives whose execution state is per thread, so they are cached
 per thread (``_ops``' LRU cache); the *choice* is remembered per process, so
@@ -28,14 +38,17 @@ another thread builds the chosen candidate directly.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
 import statistics
+import threading
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
+from typing import (Any, Callable, Dict, Generator, Iterable, List, Optional, Sequence,
+                    Tuple, Union)
 
 from . import kernel_check, plan_store
 from ._loader import ops as _ops
@@ -68,21 +81,32 @@ MORE_THREADS_MARGIN, MORE_THREADS_MARGIN_S = 0.05, 1e-6
 #: change (a kept choice names its candidate by position) or the tuner's rules
 #: do (a kept choice is what they chose).  2: direct forward and backward-data
 #: convolutions; 3: direct backward weights; 4: the bound after the first
-#: candidate, the thread margins.
-PLANNER_VERSION = 4
+#: candidate, the thread margins; 5: an entry is a verdict (taken without a
+#: new check from a private file).
+PLANNER_VERSION = 5
+#: While a layer pass is tuned on its calls, each call costs on average at most
+#: this fraction of its own time more (see _Tuner).
+TUNE_SHARE = 0.25
+#: A tuner's first unit is taken to cost this many calls (building, timing the
+#: reorders, warm-up and timed runs) until one has been measured.
+UNIT_CALLS = 4
 
 
-def _env_tuning() -> bool:
+def _env_tuning() -> Tuple[bool, bool]:
+    """(tuning on, eager) from MXDECONV_TUNE: 0/1, or "eager" (tune a new
+    layer to the end at its first call, as before the tuner ran on calls)."""
     value = os.environ.get("MXDECONV_TUNE", "1").strip().lower()
     if value in ("0", "false", "off", "no"):
-        return False
+        return False, False
+    if value == "eager":
+        return True, True
     if value not in ("1", "true", "on", "yes", ""):
-        warnings.warn(f"MXDECONV_TUNE={value!r} is not 0/1/true/false/on/off/yes/no; "
+        warnings.warn(f"MXDECONV_TUNE={value!r} is not 0/1/true/false/on/off/yes/no/eager; "
                       "tuning stays on", RuntimeWarning, stacklevel=2)
-    return True
+    return True, False
 
 
-_tuning = _env_tuning()
+_tuning, _eager = _env_tuning()
 
 
 def set_tuning(enabled: bool) -> bool:
@@ -100,6 +124,18 @@ def set_tuning(enabled: bool) -> bool:
 def tuning() -> bool:
     """Whether new plans are tuned (see :func:`set_tuning`)."""
     return _tuning
+
+
+def set_eager_tuning(enabled: bool) -> bool:
+    """Tune a new layer pass to the end at its first call (True; also
+    ``MXDECONV_TUNE=eager``), or on its later calls (False, the default);
+    returns the old value.  Either way the result is the same choice."""
+    global _eager
+    if not isinstance(enabled, bool):
+        raise TypeError(f"set_eager_tuning: enabled must be a bool, got {enabled!r} "
+                        f"of type {type(enabled).__name__}")
+    previous, _eager = _eager, enabled
+    return previous
 
 
 @dataclass(frozen=True)
@@ -132,6 +168,7 @@ class Choice:
     seconds: float = 0.0               # time spent choosing
     reason: str = ""                   # why nothing was chosen
     transient: bool = False            # nothing chosen for now (memory), not for good
+    tuner: Optional["_Tuner"] = field(default=None, repr=False)  # tuning on later calls
 
     def verdict(self) -> str:
         """What explain() prints: the choice, the check, the alternatives."""
@@ -140,6 +177,9 @@ class Choice:
         text = (f"{self.how}: {self.impl} on {self.threads} thread(s), checked on this "
                 f"geometry against the NumPy path (exact small-integer inputs) and agreed "
                 f"({self.seconds * 1e3:.1f} ms to choose)")
+        if self.tuner is not None:
+            text += (f"; tuning on this layer's calls: {self.tuner.steps} step(s), "
+                     f"{self.tuner.seconds * 1e3:.1f} ms so far")
         for candidate, why in self.rejected:
             text += f"; rejected {candidate}: {why}"
         if self.measured:
@@ -255,15 +295,40 @@ def _thread_options(geom: DeconvGeometry) -> List[int]:
     return [1, threads] if macs < ONE_THREAD_MACS else [threads]
 
 
+def _known_suspect(geom: DeconvGeometry) -> Callable[[Any], bool]:
+    """Candidates of a kernel known to be wrong on some geometries of this
+    kind: oneDNN 3.2's ``brgconv_strided`` with the forward bias fused
+    (docs/kernel_check.rst).  A first plan tries them last, which saves
+    running a defective one on the layers it breaks; the tuner still times
+    and checks them, and on the layers where they are right they can win."""
+    def suspect(candidate: Any) -> bool:
+        return (geom.bias_shape is not None and candidate.bias_fused
+                and "brgconv_strided" in candidate.impl)
+    return suspect
+
+
 def _first_correct(geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
                    check: Callable[[Any], Optional[str]], threads: int,
-                   skip: Iterable[int] = ()) -> Tuple[Optional[Any], Optional[Any],
-                                                      List[Tuple[str, str]]]:
-    """The first candidate (not in ``skip``) whose plan agrees, its plan, rejections."""
+                   skip: Iterable[int] = (),
+                   suspect: Optional[Callable[[Any], bool]] = None
+                   ) -> Tuple[Optional[Any], Optional[Any], List[Tuple[str, str]], float]:
+    """The first candidate (not in ``skip``; those ``suspect`` names last)
+    whose plan agrees, its plan, the rejections, and how long its check took
+    (a run of the plan on the whole geometry, about a call's time)."""
     rejected: List[Tuple[str, str]] = []
     skip = set(skip)
-    with _ops.using_threads(threads):
+    deferred: List[Any] = []
+
+    def ordered() -> Iterable[Any]:
         for candidate in candidates():
+            if suspect is not None and suspect(candidate):
+                deferred.append(candidate)
+            else:
+                yield candidate
+        yield from deferred
+
+    with _ops.using_threads(threads):
+        for candidate in ordered():
             if candidate.index in skip:
                 continue
             try:
@@ -271,69 +336,113 @@ def _first_correct(geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]]
             except MXNetError as error:
                 rejected.append((repr(candidate), str(error)))
                 continue
+            getattr(check, "ready", lambda: None)()  # inputs and reference, untimed
+            begun = time.perf_counter()
             reason = check(plan)
             if reason is None:
-                return candidate, plan, rejected
+                return candidate, plan, rejected, time.perf_counter() - begun
             rejected.append((repr(candidate), reason))
             _warn(candidate, geom, reason)
-    return None, None, rejected
+    return None, None, rejected, 0.0
 
 
-def _tune(geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
-          check: Callable[[Any], Optional[str]], costs: "_Costs",
-          cost: Callable[[Any], float], start: float) -> Tuple[Choice, Any]:
-    """Estimate every candidate within the bound (the faster of two runs each), time the
-    fastest few again precisely, then check them fastest first."""
-    timed: List[Tuple[float, int, Any, Any]] = []
+Units = Generator[None, None, Tuple[Choice, Any]]
+
+
+@dataclass
+class _Timed:
+    """A candidate the tuner timed (its plan is built again when needed)."""
+
+    seconds: float
+    threads: int
+    candidate: Any
+
+
+def _tuning_units(geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
+                  check: Callable[[Any], Optional[str]], costs: "_Costs",
+                  cost: Callable[[Any], float], agreed: Iterable[Tuple[int, int]] = (),
+                  timed_hook: Optional[Callable[[float], None]] = None) -> Units:
+    """The tuner, as units of work with a yield after each (one candidate built
+    and estimated, one estimate refined, one plan checked), so that it can run
+    all at once or spread over a layer's calls; returns the choice and its plan.
+
+    Every candidate is estimated within the bound (the faster of two runs
+    each), the fastest few are timed again precisely, then checked fastest
+    first; ``agreed`` lists (candidate index, threads) already checked.  The
+    bound counts only the units' own time, not what runs between them.
+
+    No plan outlives the unit that built it: oneDNN's library-managed
+    scratchpad is per thread (a primitive created on one thread reads the
+    scratchpad of the thread that runs it, and one destroyed on another
+    thread releases that thread's), and the units of a tuner spread over the
+    calls run on whichever threads call the layer.  A unit that needs a plan
+    builds it again (oneDNN's primitive cache makes that cheap)."""
+    timed: List[_Timed] = []
     rejected: List[Tuple[str, str]] = []
     options = _thread_options(geom)
+    agreed = set(agreed)
     costs.precise = False
     share = None  # each thread count gets an equal part of the bound
     for threads in options:
-        begun = time.perf_counter()
         with _ops.using_threads(threads):
-            for candidate in candidates():
-                if share is not None and time.perf_counter() - begun > share:
+            remaining = iter(candidates())
+        spent = 0.0
+        while share is None or spent <= share:
+            begun = time.perf_counter()
+            with _ops.using_threads(threads):
+                candidate = next(remaining, None)
+                if candidate is None:
                     break
                 if candidate.is_reference:
                     continue
                 try:
-                    plan = candidate.build()
-                    seconds = cost(plan)
+                    seconds = cost(candidate.build())
                 except MXNetError as error:
                     rejected.append((repr(candidate), str(error)))
-                    continue
-                if math.isinf(seconds):  # not a contender (see the cost functions)
-                    continue
-                timed.append((seconds, threads, candidate, plan))
-                if share is None:
-                    bound = max(TUNE_FLOOR_S, min(TUNE_FACTOR * seconds, TUNE_CEILING_S))
-                    share = bound / len(options)
-                    # The bound starts once the first candidate is measured:
-                    # building it (JIT, first touch) can take longer than the
-                    # whole bound on a mid-size layer, which then compared nothing.
-                    begun = time.perf_counter()
-    timed.sort(key=lambda entry: entry[0])
+                    seconds = math.inf
+            if share is None and not math.isinf(seconds):
+                bound = max(TUNE_FLOOR_S, min(TUNE_FACTOR * seconds, TUNE_CEILING_S))
+                share = bound / len(options)
+                # The bound starts once the first candidate is measured:
+                # building it (JIT, first touch) can take longer than the
+                # whole bound on a mid-size layer, which then compared nothing.
+            else:
+                spent += time.perf_counter() - begun
+            if not math.isinf(seconds):  # inf: not a contender (see the cost functions)
+                timed.append(_Timed(seconds, threads, candidate))
+                if timed_hook is not None:
+                    timed_hook(seconds)
+            yield
     costs.precise = True
-    for position in range(min(REFINE, len(timed))):
-        seconds, threads, candidate, plan = timed[position]
+    timed.sort(key=lambda entry: entry.seconds)
+    for entry in timed[:REFINE]:
+        with _ops.using_threads(entry.threads):
+            entry.seconds = cost(entry.candidate.build())
+        yield
+    timed.sort(key=lambda entry: _ranking((entry.seconds, entry.threads)))
+    measured = [Measured(repr(e.candidate), e.threads, e.seconds) for e in timed]
+    for position, entry in enumerate(timed):
+        candidate, threads = entry.candidate, entry.threads
+        plan = None
         with _ops.using_threads(threads):
-            timed[position] = (cost(plan), threads, candidate, plan)
-    timed.sort(key=_ranking)
-    measured = [Measured(repr(c), t, s) for s, t, c, _ in timed]
-    for position, (seconds, threads, candidate, plan) in enumerate(timed):
-        reason = check(plan)
+            try:
+                plan = candidate.build()
+                reason = None if (candidate.index, threads) in agreed else check(plan)
+            except MXNetError as error:
+                reason = str(error)
         if reason is None:
             measured[position].verdict = "chosen: agreed"
             return Choice(candidate.index, threads, candidate.impl, "tuned", rejected,
                           measured), plan
+        del plan  # not past this unit (see above)
         measured[position].verdict = f"rejected: {reason}"
         rejected.append((repr(candidate), reason))
         _warn(candidate, geom, reason)
+        yield
     # Nothing timed agreed: correctness first, whatever the time.
     threads = _ops.get_num_threads()
-    tried = [c.index for _, t, c, _ in timed if t == threads]
-    candidate, plan, more = _first_correct(geom, candidates, check, threads, tried)
+    tried = [e.candidate.index for e in timed if e.threads == threads]
+    candidate, plan, more, _ = _first_correct(geom, candidates, check, threads, tried)
     rejected += more
     if candidate is None:
         return Choice(None, rejected=rejected, measured=measured), None
@@ -341,12 +450,89 @@ def _tune(geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
                   rejected, measured), plan
 
 
-def _ranking(entry: Tuple[float, int, Any, Any]) -> float:
+def _to_the_end(units: Units) -> Tuple[Choice, Any]:
+    while True:
+        try:
+            next(units)
+        except StopIteration as stop:
+            return stop.value
+
+
+def _ranking(entry: Sequence[Any]) -> float:
     """A timed candidate's rank: its seconds, plus the margins on several threads."""
     seconds, threads = entry[0], entry[1]
     if threads > 1:
         return seconds * (1 + MORE_THREADS_MARGIN) + MORE_THREADS_MARGIN_S
     return seconds
+
+
+class _Tuner:
+    """Tunes one planner key a unit at a time on the key's later calls.
+
+    Each call earns TUNE_SHARE of a call's time (at first the first plan's
+    check, a run on the whole geometry; then the fastest candidate timed, a
+    lower bound), and a unit runs once the time earned covers what the last
+    unit cost (at first, UNIT_CALLS calls' time): units are paid for before
+    they run, so a call costs on average at most TUNE_SHARE more while its
+    layer is tuned, and a short script pays nothing.  One thread at a time
+    steps a tuner (a call that finds it busy runs on).  ``settle`` receives
+    the tuned choice, its plan and a note once the units end (None, None and
+    why, when they failed).
+    """
+
+    def __init__(self, units: Units, call_seconds: float,
+                 settle: Callable[[Optional[Choice], Any, str], None]) -> None:
+        self._units = units
+        self._settle = settle
+        self._lock = threading.Lock()
+        self._credit = 0.0
+        self._call_seconds = call_seconds
+        self._unit_seconds = UNIT_CALLS * call_seconds
+        self.steps, self.seconds = 0, 0.0
+        self.done = False
+
+    def timed(self, seconds: float) -> None:
+        self._call_seconds = min(self._call_seconds, seconds)
+
+    def step(self, force: bool = False) -> bool:
+        """One unit if the share allows it (``force``: now, waiting for another
+        thread's unit); whether tuning has ended.  A failure ends it on the
+        first choice: tuning is a bonus, and the call must not fail for it."""
+        if not self._lock.acquire(blocking=force):
+            return self.done
+        try:
+            if self.done:
+                return True
+            if not force:
+                self._credit += TUNE_SHARE * self._call_seconds
+                if self._credit < self._unit_seconds:
+                    return False
+            begun = time.perf_counter()
+            result: Optional[Tuple[Optional[Choice], Any, str]] = None
+            try:
+                next(self._units)
+            except StopIteration as stop:
+                result = (*stop.value, "")
+            except Exception as error:  # noqa: BLE001
+                result = (None, None, f"tuning stopped: {type(error).__name__}: {error}")
+            finally:
+                _ops.release_timing_buffers()
+                elapsed = time.perf_counter() - begun
+                self.steps += 1
+                self.seconds += elapsed
+                self._credit -= elapsed
+                self._unit_seconds = elapsed
+            if result is not None:
+                self.done = True
+                self._units.close()
+                self._settle(*result)
+            return self.done
+        finally:
+            self._lock.release()
+
+    def finish(self) -> None:
+        while not self.step(force=True):
+            pass
 
 
 def _rebuild(choice: Choice, candidates: Callable[[], Iterable[Any]]) -> Any:
@@ -360,10 +546,11 @@ def _rebuild(choice: Choice, candidates: Callable[[], Iterable[Any]]) -> Any:
 
 
 def _store_key(key: tuple, geom: DeconvGeometry) -> str:
-    """The on-disk key: library, ISA, planner version, then the planner key
-    (pass, dtype, mode flags, threads) with the geometry spelled out."""
+    """The on-disk key: library versions, ISA, then the planner key (pass,
+    dtype, mode flags, threads) with the geometry spelled out."""
     param = geom.param
-    return json.dumps([_ops.onednn_version(), _ops.cpu_isa(), PLANNER_VERSION, key[0],
+    return json.dumps([_ops.onednn_version(), _ops.cpu_isa(), PLANNER_VERSION,
+                       kernel_check.CHECK_VERSION, key[0],
                        [k for k in key[2:] if isinstance(k, (bool, int, str))],
                        list(geom.data_shape), list(param.kernel), list(param.stride),
                        list(param.dilate), list(geom.pad_l), list(geom.pad_r),
@@ -392,63 +579,134 @@ def _kept_measurement(value: Any) -> bool:
             and _kept_text(value[3]))
 
 
+def _kept_seconds(value: Any) -> bool:
+    return type(value) is float and math.isfinite(value) and 0 <= value <= 3600
+
+
 def _kept_choice(entry: Dict[str, Any], geom: DeconvGeometry) -> Optional[Choice]:
     """The choice an entry of the plan cache holds, or None unless every field is
-    what the tuner writes: a candidate position, a thread count the tuner would
-    try for this layer (any other count can crash or stall OpenMP), the
-    candidate's name, bounded measurements.  _rebuild checks the candidate."""
+    what the planner writes: a candidate position, a thread count the tuner
+    would try for this layer (any other count can crash or stall OpenMP), the
+    candidate's name, whether it was tuned (else the first correct candidate,
+    with the seconds its check took), bounded measurements.  _rebuild checks
+    the candidate."""
     index, threads, impl = entry.get("index"), entry.get("threads"), entry.get("impl")
+    tuned, call = entry.get("tuned"), entry.get("call_seconds")
     measured = entry.get("measured", [])
     if not (type(index) is int and index >= 0
             and _kept_count(threads, 1, _ops.MAX_THREADS) and threads in _thread_options(geom)
-            and _kept_text(impl) and isinstance(measured, list)
-            and len(measured) <= MAX_KEPT_MEASURED
+            and _kept_text(impl) and type(tuned) is bool and _kept_seconds(call)
+            and isinstance(measured, list) and len(measured) <= MAX_KEPT_MEASURED
             and all(_kept_measurement(m) for m in measured)):
         return None
-    return Choice(index, threads, impl, "kept from an earlier tuning on this machine",
-                  measured=[Measured(*m) for m in measured])
+    how = "kept from an earlier tuning on this machine" if tuned else \
+        "first correct candidate, kept from an earlier run on this machine"
+    return Choice(index, threads, impl, how, measured=[Measured(*m) for m in measured],
+                  seconds=call)
 
 
 def _from_disk(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
-               check: Callable[[Any], Optional[str]]) -> Tuple[Optional[Choice], Any]:
-    """The choice kept on disk and its plan, after checking the entry and the
-    plan's result; (None, None) when there is none or it does not hold."""
+               check: Callable[[Any], Optional[str]]) -> Tuple[Optional[Choice], Any, bool]:
+    """The choice kept on disk, its plan, and whether it was tuned, after
+    checking the entry; (None, None, False) when there is none or it does not
+    hold.  An entry is written only for a plan that agreed with the check on
+    this key (oneDNN and check versions, ISA, geometry, mode, threads), so a
+    file only this user can have written (``PlanStore.private``) is taken at
+    its word; any other file's choice is checked again before use."""
     entry = _store.get(_store_key(key, geom))
     choice = None if entry is None else _kept_choice(entry, geom)
     if choice is None:
-        return None, None
+        return None, None, False
     try:
         plan = _rebuild(choice, candidates)
     except MXNetError:
-        return None, None
-    if plan is None or check(plan) is not None:
-        return None, None  # stale, or no longer agreeing: tune again
-    return choice, plan
+        return None, None, False
+    if plan is None:
+        return None, None, False  # stale: choose again
+    if not _store.private:
+        if check(plan) is not None:
+            return None, None, False  # no longer agreeing: choose again
+        choice.how += " (checked again: the cache file is not private to this user)"
+    return choice, plan, entry["tuned"]
+
+
+def _keep(key: tuple, geom: DeconvGeometry, choice: Choice, tuned: bool,
+          call_seconds: float) -> None:
+    """Keep a checked choice on disk, for this machine's later processes: a
+    tuned one, or a first correct one (a later process skips its check, and
+    tunes it on its calls)."""
+    _store.put(_store_key(key, geom), {
+        "index": choice.index, "threads": choice.threads, "impl": choice.impl,
+        "tuned": tuned, "call_seconds": float(call_seconds),
+        "measured": [[m.candidate, m.threads, m.seconds, m.verdict]
+                     for m in choice.measured]})
+
+
+#: Keys tuned on their later calls, until they settle (see finish_tuning).
+_pending: Dict[tuple, _Tuner] = {}
+_pending_lock = threading.Lock()
+
+
+def _start_tuning(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
+                  check: Callable[[Any], Optional[str]], cost: Callable[[Any], float],
+                  costs: "_Costs", first: Choice, call_seconds: float) -> _Tuner:
+    """A tuner for ``key``'s later calls; its result replaces ``first``."""
+    def settle(choice: Optional[Choice], plan: Any, why: str) -> None:
+        with _pending_lock:
+            if _pending.get(key) is tuner:
+                del _pending[key]
+        if choice is None or plan is None:  # failed, or nothing agreed after all
+            choice = dataclasses.replace(
+                first, tuner=None,
+                how=f"first correct candidate ({why or 'the tuner found none that agreed'})")
+        else:
+            _keep(key, geom, choice, True, call_seconds)
+            choice.seconds = first.seconds + tuner.seconds
+        _choices.put(key, choice)
+
+    tuner = _Tuner(_tuning_units(geom, candidates, check, costs, cost,
+                           agreed=[(first.index, first.threads)],
+                           timed_hook=lambda seconds: tuner.timed(seconds)),
+                   call_seconds, settle)
+    with _pending_lock:
+        _pending[key] = tuner
+    return tuner
 
 
 def _choose(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
             make_check: Callable[[], kernel_check.Check], costs: "_Costs",
             cost: Callable[[Any], float]) -> Tuple[Choice, Any]:
+    """A new key's plan: the kept choice, else the first correct candidate (kept
+    on disk); either, unless tuned, with a tuner for the key's later calls.
+    Eager tuning (MXDECONV_TUNE=eager) tunes to the end here instead."""
     start = time.perf_counter()
     check = make_check()
     what = key[0].replace("_", " ")
     try:
-        if _tuning:
-            choice, plan = _from_disk(key, geom, candidates, check)
-            if choice is None:
-                choice, plan = _tune(geom, candidates, check, costs, cost, start)
-                if plan is not None:
-                    _store.put(_store_key(key, geom), {
-                        "index": choice.index, "threads": choice.threads,
-                        "impl": choice.impl,
-                        "measured": [[m.candidate, m.threads, m.seconds, m.verdict]
-                                     for m in choice.measured]})
+        choice, plan, tuned = _from_disk(key, geom, candidates, check) if _tuning else \
+            (None, None, False)
+        call_seconds = 0.0 if choice is None else choice.seconds
+        if choice is not None:
+            pass
+        elif _tuning and _eager:
+            choice, plan = _to_the_end(_tuning_units(geom, candidates, check, costs, cost))
+            tuned = True
+            if plan is not None:
+                _keep(key, geom, choice, True, 0.0)
         else:
             threads = _ops.get_num_threads()
-            candidate, plan, rejected = _first_correct(geom, candidates, check, threads)
+            suspect = _known_suspect(geom) if key[0] == "forward" else None
+            candidate, plan, rejected, call_seconds = _first_correct(
+                geom, candidates, check, threads, suspect=suspect)
             choice = Choice(None if candidate is None else candidate.index, threads,
                             "" if candidate is None else candidate.impl,
                             rejected=rejected)
+            if _tuning and plan is not None:
+                _keep(key, geom, choice, False, call_seconds)
+        if _tuning and plan is not None and not tuned:
+            choice.how += "; tuned on this layer's later calls"
+            choice.tuner = _start_tuning(key, geom, candidates, check, cost, costs, choice,
+                                         call_seconds)
     except kernel_check.CheckUnavailable as error:  # no verdict: try again next call
         choice, plan = Choice(None, reason=str(error), transient=True), None
     except MXNetError as error:  # oneDNN refused the pass outright
@@ -463,11 +721,15 @@ def _choose(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterable[
     return choice, plan
 
 
+def _same(one: Choice, other: Choice) -> bool:
+    return (one.index, one.threads, one.impl) == (other.index, other.threads, other.impl)
+
+
 def _plan(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
           make_check: Callable[[], kernel_check.Check], costs: "_Costs",
           cost: Callable[[Any], float]) -> Union[Any, Unavailable]:
     plan = _ops.cache(key)
-    if plan is not None:
+    if plan is not None and (type(plan) is Unavailable or plan.verdict.tuner is None):
         return plan
     choice = _choices.get(key)
     if choice is None:
@@ -475,8 +737,14 @@ def _plan(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterable[An
         if choice.transient:
             return Unavailable(choice.verdict())
         _choices.put(key, choice)
-    elif choice.index is not None:  # chosen by another thread (or before an eviction)
-        plan = _rebuild(choice, candidates)
+    else:
+        if choice.tuner is not None:  # being tuned on its calls: one unit, perhaps
+            choice.tuner.step()
+            choice = _choices.get(key) or choice  # settled by that unit, perhaps
+        if plan is not None and not _same(plan.verdict, choice):
+            plan = None  # this thread's plan is not the choice any more
+        if plan is None and choice.index is not None:  # chosen by another thread, or before
+            plan = _rebuild(choice, candidates)
     if plan is None:
         unavailable = Unavailable(choice.verdict())
         _ops.cache_put(key, unavailable)
@@ -484,6 +752,32 @@ def _plan(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterable[An
     plan.verdict = choice
     _ops.cache_put(key, plan)
     return plan
+
+
+def settled(plan: Any) -> bool:
+    """Whether ``plan`` (a forward plan or BackwardPlans) is final: not a first
+    choice whose layer is still tuned on its calls (those calls go through the
+    planner, so no prepared call keeps them)."""
+    if isinstance(plan, BackwardPlans):
+        return settled(plan.data) and settled(plan.weights)
+    return plan.verdict.tuner is None
+
+
+def pending() -> int:
+    """How many layer passes are still being tuned on their calls."""
+    with _pending_lock:
+        return len(_pending)
+
+
+def finish_tuning() -> int:
+    """Tune every layer pass still being tuned on its calls to the end, now
+    (for a server: run each layer once, then call this before serving); their
+    next calls use the tuned plans.  Returns how many were finished."""
+    with _pending_lock:
+        tuners = list(_pending.items())
+    for _, tuner in tuners:
+        tuner.finish()
+    return len(tuners)
 
 
 def forward_plan(geom: DeconvGeometry, dtype: str, training: bool, accumulate: bool,
@@ -521,17 +815,17 @@ def backward_plans(geom: DeconvGeometry, dtype: str) -> Union[BackwardPlans, Una
     """The backward-weights and backward-data plans; backward data counts no
     out_grad reorder when it reads out_grad in backward weights' layout."""
     threads = _ops.get_num_threads()
-    costs = _Costs()
+    weights_costs, data_costs = _Costs(), _Costs()  # each tuner steps its own
     weights = _plan(("backward_weights", geom, dtype, threads, _tuning), geom,
                     lambda: _ops.backward_weights_candidates(geom, dtype),
-                    lambda: kernel_check.backward_weights_check(geom, dtype), costs,
-                    lambda plan: _backward_weights_cost(costs, plan))
+                    lambda: kernel_check.backward_weights_check(geom, dtype), weights_costs,
+                    lambda plan: _backward_weights_cost(weights_costs, plan))
     if isinstance(weights, Unavailable):
         return weights
     data = _plan(("backward_data", geom, dtype, threads, _tuning), geom,
                  lambda: _ops.backward_data_candidates(geom, dtype),
-                 lambda: kernel_check.backward_data_check(geom, dtype), costs,
-                 lambda plan: _backward_data_cost(costs, plan, weights.diff_dst))
+                 lambda: kernel_check.backward_data_check(geom, dtype), data_costs,
+                 lambda plan: _backward_data_cost(data_costs, plan, weights.diff_dst))
     if isinstance(data, Unavailable):
         return data
     return BackwardPlans(data, weights)
@@ -551,3 +845,5 @@ def clear_choices() -> None:
     _choices.clear()
     _warned.clear()
     _store.clear()
+    with _pending_lock:
+        _pending.clear()

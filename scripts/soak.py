@@ -136,6 +136,8 @@ def soak(calls: int = 100_000, warmup: int = 2_000, traced_calls: int = 10_000,
     steps, slow = make_workload(), numpy_step()
     t0 = time.monotonic()
     run(warmup, steps, slow, numpy_every)
+    mxdeconv.finish_tuning()  # the steady state: a layer tuned on its calls holds
+    run(min(200, warmup), steps, slow, numpy_every)  # its candidates until it settles
     objects_before = live_objects()
     rss_before = rss_kib()
     checkpoints = []

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import mxdeconv
-from mxdeconv import MXNetError, _ops, deconvolution, nd, plans
+from mxdeconv import MXNetError, _ops, deconvolution, kernel_check, nd, plans
 from mxdeconv.params import infer_geometry, parse_params
 from reference import reference_backward, reference_forward
 
@@ -250,4 +250,4 @@ def test_more_threads_must_win_by_a_margin():
 def test_kept_choices_are_keyed_by_the_planner_version():
     geom, *_ = _layer("grouped_adj")
     key = plans._store_key(("forward", geom, "float32", False, False, None, 2, True), geom)
-    assert f',{plans.PLANNER_VERSION},"forward"' in key
+    assert f',{plans.PLANNER_VERSION},{kernel_check.CHECK_VERSION},"forward"' in key

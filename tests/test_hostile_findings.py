@@ -83,6 +83,7 @@ def test_mark_variables_refuses_a_read_only_gradient():
 
 # -- the kernel check and memory ----------------------------------------------------------
 def test_running_out_of_memory_in_the_check_is_no_verdict_and_not_remembered(monkeypatch):
+    monkeypatch.setattr(plans, "_store", plans.plan_store.PlanStore(None))  # no kept verdict
     plans.clear_choices()
     mxdeconv.clear_cache()
     real = kernel_check._integers

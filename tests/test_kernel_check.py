@@ -20,9 +20,12 @@ PARAMS = dict(kernel=(3, 3), stride=(2, 2), pad=(1, 1), num_filter=24, no_bias=F
 
 @pytest.fixture(autouse=True, params=[True, False], ids=["tuned", "first-correct"])
 def planner(request, monkeypatch):
-    """Every test with the tuner on (planted plans time as the fastest, so they
-    are checked first) and off (oneDNN's order, planted plans first)."""
+    """Every test with the tuner on, tuning to the end at the first call
+    (planted plans time as the fastest, so they are checked first), and off
+    (oneDNN's order, planted plans first; also a first call's plan with the
+    tuner on)."""
     previous = plans.set_tuning(request.param)
+    eager = plans.set_eager_tuning(True)
     real_run = plans._Costs.run
     monkeypatch.setattr(plans._Costs, "run", lambda self, plan: 1e-9 if isinstance(
         plan, WrongPlan) else real_run(self, plan))
@@ -30,6 +33,7 @@ def planner(request, monkeypatch):
     mxdeconv.clear_cache()
     yield request.param
     plans.set_tuning(previous)
+    plans.set_eager_tuning(eager)
     plans.clear_choices()
     mxdeconv.clear_cache()
 
@@ -113,6 +117,7 @@ def test_no_agreeing_plan_sends_the_call_to_numpy(monkeypatch):
 
 
 def test_the_check_runs_once_per_geometry_not_per_call_or_thread(monkeypatch):
+    monkeypatch.setattr(plans, "_store", plans.plan_store.PlanStore(None))  # no kept verdict
     calls = []
     real = kernel_check.forward_check
 

@@ -91,14 +91,34 @@ def _layers(run):
 
 
 # -- kept across processes ------------------------------------------------------------
-def test_a_choice_is_kept_on_disk_and_checked_again(tmp_path):
-    first = _ok(_run(CHOOSE, tmp_path))
+def test_a_tuned_choice_is_kept_on_disk_and_taken_from_a_private_file(tmp_path):
+    first = _ok(_run(CHOOSE, tmp_path, MXDECONV_TUNE="eager"))
     assert "tuned:" in first.stdout
     files = list(tmp_path.glob("plans-v*.json"))
     assert len(files) == 1 and json.loads(files[0].read_text())["entries"]
     second = _ok(_run(CHOOSE, tmp_path))
     assert "kept from an earlier tuning on this machine" in second.stdout
-    assert "checked on this geometry" in second.stdout
+    assert "checked again" not in second.stdout
+
+
+def test_a_first_choice_is_kept_on_disk_and_tuned_on_the_next_process_calls(tmp_path):
+    first = _ok(_run(CHOOSE, tmp_path))
+    assert "first correct candidate; tuned on this layer's later calls" in first.stdout
+    second = _ok(_run(CHOOSE, tmp_path))
+    assert ("first correct candidate, kept from an earlier run on this machine; tuned on "
+            "this layer's later calls") in second.stdout
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid"), reason="no file ownership here")
+@pytest.mark.parametrize("writable", ["file", "folder"])
+def test_a_choice_from_a_file_others_can_write_is_checked_again(tmp_path, writable):
+    """A kept choice is a verdict of the check: taken at its word only from a
+    file that nobody but this user can have written."""
+    _ok(_run(CHOOSE, tmp_path, MXDECONV_TUNE="eager"))
+    target = tmp_path / CACHE if writable == "file" else tmp_path
+    target.chmod(target.stat().st_mode | 0o022)
+    second = _ok(_run(CHOOSE, tmp_path))
+    assert "kept from an earlier tuning on this machine (checked again" in second.stdout
 
 
 def test_concurrent_processes_keep_the_cache_file_whole(tmp_path):
@@ -116,13 +136,13 @@ def test_concurrent_processes_keep_the_cache_file_whole(tmp_path):
     for run in runs:
         assert run.wait(timeout=300) == 0, run.stderr.read()[-3000:]
     entries = json.loads((tmp_path / CACHE).read_text())["entries"]
-    sizes = {json.loads(key)[5][2] for key in entries}
+    sizes = {json.loads(key)[6][2] for key in entries}
     assert sizes == set(range(3, 9))
     assert not list(tmp_path.glob(".plans-*"))   # no temporary file left
 
 
 def test_an_empty_cache_dir_keeps_choices_in_memory():
-    run = _ok(_run(CHOOSE + "print(mxdeconv.plan_cache_path())", ""))
+    run = _ok(_run(CHOOSE + "print(mxdeconv.plan_cache_path())", "", MXDECONV_TUNE="eager"))
     assert "tuned:" in run.stdout and run.stdout.splitlines()[-1] == "None"
     assert _warnings(run) == 0
 
@@ -177,6 +197,8 @@ BAD_FIELDS = {
     "threads": [100000, 2**31 - 1, 1024, 1e12, -1, 0, True, "2", 2.0, None, _INF],
     "index": [_INF, -1, 10**9, True, 1.0, "0", None, 10**100],
     "impl": [None, 7, "x" * 100000, "no:such:kernel"],
+    "tuned": [None, 1, "true", 0.0],
+    "call_seconds": [None, 1, "1", -1.0, _INF, _NAN, 1e300, True],
     "measured": ["junk", {"a": 1}, [["c", _INF, 1e-6, "v"]], [["c", 1, _NAN, "v"]],
                  [["c", 1, _INF, "v"]], [["c", 1, -1.0, "v"]], [["c", 1, 1e-6]],
                  [["c", True, 1e-6, "v"]], [[1, 1, 1e-6, "v"]], [["c" * 10**5, 1, 1e-6, "v"]],
@@ -193,7 +215,8 @@ def test_a_junk_field_in_an_entry_is_tuned_again(tmp_path, field):
     (tmp_path / "cases.json").write_text(json.dumps(cases))
     (tmp_path / "cache").mkdir()
     run = _ok(_run(CORRUPT, tmp_path / "cache", args=[str(tmp_path / "cases.json")],
-                   OMP_NUM_THREADS="2"))   # so 1024 is never the caller's count
+                   OMP_NUM_THREADS="2",    # so 1024 is never the caller's count
+                   MXDECONV_TUNE="eager"))  # each entry tuned at once
     control, *results = [json.loads(line) for line in run.stdout.splitlines()]
     assert control["how"] == "kept from an earlier tuning on this machine", control
     assert len(results) == len(cases)

@@ -22,9 +22,14 @@ TOL = dict(rtol=1e-4, atol=1e-4)
 
 @pytest.fixture(autouse=True)
 def fresh_planner():
+    """A fresh planner that tunes a new layer to the end at its first call:
+    these tests assert the tuner's rules (test_tuning_on_calls.py covers
+    tuning spread over the calls, which ends in the same choice)."""
     plans.clear_choices()
     mxdeconv.clear_cache()
+    eager = plans.set_eager_tuning(True)
     yield
+    plans.set_eager_tuning(eager)
     plans.clear_choices()
     mxdeconv.clear_cache()
 
