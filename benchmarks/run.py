@@ -13,7 +13,10 @@
 All contenders get the same inputs and thread count in one run; their calls
 are interleaved round-robin (see timing.py).  MXNet runs in its own venv
 (scripts/setup_mxnet_venv.sh; ``MXNET_VENV`` or ``--mxnet-python`` point
-elsewhere).  Results: a table per layer on stdout,
+elsewhere).  Then the cold start, each figure in fresh processes
+(benchmarks/cold.py: the import, a new layer's first calls with an empty and
+a filled plan cache, a short training run; ``--cold-repeats``).  Results: a
+table per layer on stdout,
 ``benchmarks/results/latest.json`` (every figure) and
 ``benchmarks/results/speedup.png`` (``--smoke`` writes ``smoke.json`` and
 ``smoke_speedup.png`` instead, leaving real results alone).
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import platform
 import sys
@@ -89,6 +93,10 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         help="then write docs/performance_table.txt, "
                              "docs/_static/benchmark_full.txt and docs/_static/speedup.png "
                              "from the JSON (benchmarks/docs.py)")
+    parser.add_argument("--cold-repeats", type=int, metavar="N",
+                        help="fresh processes per cold-start figure (benchmarks/cold.py: "
+                             "import, a new layer's first calls, a short training run; "
+                             "default 3, 0 skips it; --smoke: 0)")
     parser.add_argument("--list", action="store_true", help="list the layers and exit")
     args = parser.parse_args(argv)
     if args.threads < 1:
@@ -496,6 +504,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for key, note in report.NOTES.items():
         print(f"note ({key}): {note}")
     save(complete=True)
+    cold_repeats = args.cold_repeats if args.cold_repeats is not None else \
+        (0 if args.smoke else 3)
+    if cold_repeats > 0:
+        import cold  # what a user meets first, each figure in fresh processes
+        print(f"\nCold start, {args.threads} threads, medians of {cold_repeats} fresh "
+              "processes (benchmarks/cold.py):\n")
+        cold_results = cold.measure(cold_repeats, args.threads, args.mxnet_python,
+                                    peers=not (args.no_torch and args.no_mxnet))
+        print(cold.table(cold_results))
+        cold_path = json_path.with_name(json_path.stem + "_cold.json")
+        cold_path.write_text(json.dumps({"threads": args.threads, "repeats": cold_repeats,
+                                         "medians_seconds": cold_results}, indent=1))
     print(f"results written to {json_path} ({time.perf_counter() - started:.0f} s)")
     if not args.no_plot:
         print(report.plot_speedups(args.output_dir / f"{'smoke_' if args.smoke else ''}"

@@ -18,6 +18,7 @@ document's shape; the planner checks every field of an entry before use.
 """
 from __future__ import annotations
 
+import atexit
 import itertools
 import json
 import os
@@ -240,6 +241,8 @@ class PlanStore:
         self._warned = False
         self._on_disk = True  # False after a failure: memory only from then on
         self._private = False  # whether the entries read can only be this user's
+        self._deferred: Entries = {}  # put with defer=True, not yet written
+        self._at_exit = False
 
     @property
     def path(self) -> Optional[Path]:
@@ -318,23 +321,40 @@ class PlanStore:
             self._loaded()
             return self._private
 
-    def put(self, key: str, entry: Dict[str, Any]) -> None:
+    def put(self, key: str, entry: Dict[str, Any], defer: bool = False) -> None:
         """Keep ``entry`` in memory and, unless an earlier failure stopped it,
-        merge it into the file."""
+        merge it into the file: now, or with ``defer`` at the next write or
+        at exit (one write for many entries: each write takes the lock,
+        rewrites the file and flushes it to the disk)."""
         with self._lock:
             self._loaded()[key] = entry
-            path = self._file()
-            if path is None:
+            self._deferred[key] = entry
+            if defer:
+                if not self._at_exit:
+                    self._at_exit = True
+                    atexit.register(self.flush)
                 return
-            try:
-                self._entries = self._write(path, key, entry)
-            except Exception as error:  # noqa: BLE001 - never fail a call
-                # OSError, filelock.Timeout, _Unusable; NotImplementedError
-                # where the file system has no flock (filelock 3.x), ...
-                self._give_up("could not be written", error)
+            self._flush()
 
-    def _write(self, path: Path, key: str, entry: Dict[str, Any]) -> Entries:
-        """Merge ``entry`` into what the file holds now, under the lock; the result."""
+    def flush(self) -> None:
+        """Write the deferred entries now."""
+        with self._lock:
+            self._flush()
+
+    def _flush(self) -> None:
+        entries, self._deferred = self._deferred, {}
+        path = self._file()
+        if path is None or not entries:
+            return
+        try:
+            self._entries = self._write(path, entries)
+        except Exception as error:  # noqa: BLE001 - never fail a call
+            # OSError, filelock.Timeout, _Unusable; NotImplementedError
+            # where the file system has no flock (filelock 3.x), ...
+            self._give_up("could not be written", error)
+
+    def _write(self, path: Path, entries: Entries) -> Entries:
+        """Merge ``entries`` into what the file holds now, under the lock; the result."""
         path.parent.mkdir(parents=True, exist_ok=True)
         lock_path = path.with_name(path.name + ".lock")
         _check_lock_file(lock_path)
@@ -342,13 +362,14 @@ class PlanStore:
         with filelock.FileLock(str(lock_path), timeout=LOCK_SECONDS):
             _remove_stale_temporaries(path.parent)
             merged = self._read(path)  # what other processes wrote meanwhile
-            merged.pop(key, None)      # re-inserted last: the newest entry
-            merged[key] = entry
+            for key, entry in entries.items():
+                merged.pop(key, None)      # re-inserted last: the newest entries
+                merged[key] = entry
             merged = trimmed(merged, MAX_ENTRIES)
             _replace_atomically(path, _serialized(merged))
             # mkstemp's file is this user's, mode 0600: private if the folder is.
             self._private = _private_folder(path) and (
-                self._private or not any(k != key for k in merged))
+                self._private or all(key in entries for key in merged))
         return merged
 
     def clear(self) -> None:

@@ -360,8 +360,8 @@ class _Timed:
 
 def _tuning_units(geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
                   check: Callable[[Any], Optional[str]], costs: "_Costs",
-                  cost: Callable[[Any], float], agreed: Iterable[Tuple[int, int]] = (),
-                  timed_hook: Optional[Callable[[float], None]] = None) -> Units:
+                  cost: Callable[[Any], float], agreed: Iterable[Tuple[int, int]] = ()
+                  ) -> Units:
     """The tuner, as units of work with a yield after each (one candidate built
     and estimated, one estimate refined, one plan checked), so that it can run
     all at once or spread over a layer's calls; returns the choice and its plan.
@@ -410,8 +410,6 @@ def _tuning_units(geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
                 spent += time.perf_counter() - begun
             if not math.isinf(seconds):  # inf: not a contender (see the cost functions)
                 timed.append(_Timed(seconds, threads, candidate))
-                if timed_hook is not None:
-                    timed_hook(seconds)
             yield
     costs.precise = True
     timed.sort(key=lambda entry: entry.seconds)
@@ -469,30 +467,29 @@ def _ranking(entry: Sequence[Any]) -> float:
 class _Tuner:
     """Tunes one planner key a unit at a time on the key's later calls.
 
-    Each call earns TUNE_SHARE of a call's time (at first the first plan's
-    check, a run on the whole geometry; then the fastest candidate timed, a
-    lower bound), and a unit runs once the time earned covers what the last
-    unit cost (at first, UNIT_CALLS calls' time): units are paid for before
-    they run, so a call costs on average at most TUNE_SHARE more while its
-    layer is tuned, and a short script pays nothing.  One thread at a time
-    steps a tuner (a call that finds it busy runs on).  ``settle`` receives
-    the tuned choice, its plan and a note once the units end (None, None and
-    why, when they failed).
+    Each call earns TUNE_SHARE of its own measured time (:func:`ran`), and a
+    unit runs once the time earned covers what the last unit cost (at first,
+    UNIT_CALLS times the first plan's check, a run on the whole geometry):
+    units are paid for before they run, so while a layer is tuned its calls
+    cost on average at most TUNE_SHARE more, and a short script pays nothing.
+    One thread at a time steps a tuner (a call that finds it busy runs on).
+    ``settle`` receives the tuned choice, its plan and a note once the units
+    end (None, None and why, when they failed).
     """
 
-    def __init__(self, units: Units, call_seconds: float,
+    def __init__(self, units: Units, check_seconds: float,
                  settle: Callable[[Optional[Choice], Any, str], None]) -> None:
         self._units = units
         self._settle = settle
         self._lock = threading.Lock()
         self._credit = 0.0
-        self._call_seconds = call_seconds
-        self._unit_seconds = UNIT_CALLS * call_seconds
+        self._unit_seconds = UNIT_CALLS * check_seconds
         self.steps, self.seconds = 0, 0.0
         self.done = False
 
-    def timed(self, seconds: float) -> None:
-        self._call_seconds = min(self._call_seconds, seconds)
+    def earn(self, call_seconds: float) -> None:
+        """A call of this key took ``call_seconds``: its share is earned."""
+        self._credit += TUNE_SHARE * call_seconds
 
     def step(self, force: bool = False) -> bool:
         """One unit if the share allows it (``force``: now, waiting for another
@@ -503,10 +500,8 @@ class _Tuner:
         try:
             if self.done:
                 return True
-            if not force:
-                self._credit += TUNE_SHARE * self._call_seconds
-                if self._credit < self._unit_seconds:
-                    return False
+            if not force and self._credit < self._unit_seconds:
+                return False
             begun = time.perf_counter()
             result: Optional[Tuple[Optional[Choice], Any, str]] = None
             try:
@@ -591,7 +586,7 @@ def _kept_choice(entry: Dict[str, Any], geom: DeconvGeometry) -> Optional[Choice
     with the seconds its check took), bounded measurements.  _rebuild checks
     the candidate."""
     index, threads, impl = entry.get("index"), entry.get("threads"), entry.get("impl")
-    tuned, call = entry.get("tuned"), entry.get("call_seconds")
+    tuned, call = entry.get("tuned"), entry.get("check_seconds")
     measured = entry.get("measured", [])
     if not (type(index) is int and index >= 0
             and _kept_count(threads, 1, _ops.MAX_THREADS) and threads in _thread_options(geom)
@@ -631,15 +626,16 @@ def _from_disk(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterab
 
 
 def _keep(key: tuple, geom: DeconvGeometry, choice: Choice, tuned: bool,
-          call_seconds: float) -> None:
+          check_seconds: float) -> None:
     """Keep a checked choice on disk, for this machine's later processes: a
     tuned one, or a first correct one (a later process skips its check, and
     tunes it on its calls)."""
     _store.put(_store_key(key, geom), {
         "index": choice.index, "threads": choice.threads, "impl": choice.impl,
-        "tuned": tuned, "call_seconds": float(call_seconds),
+        "tuned": tuned, "check_seconds": float(check_seconds),
         "measured": [[m.candidate, m.threads, m.seconds, m.verdict]
-                     for m in choice.measured]})
+                     for m in choice.measured]},
+        defer=not tuned)  # first choices: one write for all, at the next or at exit
 
 
 #: Keys tuned on their later calls, until they settle (see finish_tuning).
@@ -649,7 +645,7 @@ _pending_lock = threading.Lock()
 
 def _start_tuning(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
                   check: Callable[[Any], Optional[str]], cost: Callable[[Any], float],
-                  costs: "_Costs", first: Choice, call_seconds: float) -> _Tuner:
+                  costs: "_Costs", first: Choice, check_seconds: float) -> _Tuner:
     """A tuner for ``key``'s later calls; its result replaces ``first``."""
     def settle(choice: Optional[Choice], plan: Any, why: str) -> None:
         with _pending_lock:
@@ -660,53 +656,73 @@ def _start_tuning(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Ite
                 first, tuner=None,
                 how=f"first correct candidate ({why or 'the tuner found none that agreed'})")
         else:
-            _keep(key, geom, choice, True, call_seconds)
+            _keep(key, geom, choice, True, check_seconds)
             choice.seconds = first.seconds + tuner.seconds
         _choices.put(key, choice)
 
     tuner = _Tuner(_tuning_units(geom, candidates, check, costs, cost,
-                           agreed=[(first.index, first.threads)],
-                           timed_hook=lambda seconds: tuner.timed(seconds)),
-                   call_seconds, settle)
+                                 agreed=[(first.index, first.threads)]),
+                   check_seconds, settle)
     with _pending_lock:
         _pending[key] = tuner
     return tuner
 
 
+def _first_choice(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
+                  check: Callable[[Any], Optional[str]]) -> Tuple[Choice, Any, float]:
+    """The first correct candidate on the caller's threads, its plan, and the
+    seconds its check took (kept on disk with tuning on: a later process skips
+    the check)."""
+    threads = _ops.get_num_threads()
+    suspect = _known_suspect(geom) if key[0] == "forward" else None
+    candidate, plan, rejected, check_seconds = _first_correct(
+        geom, candidates, check, threads, suspect=suspect)
+    choice = Choice(None if candidate is None else candidate.index, threads,
+                    "" if candidate is None else candidate.impl, rejected=rejected)
+    if _tuning and plan is not None:
+        _keep(key, geom, choice, False, check_seconds)
+    return choice, plan, check_seconds
+
+
+def _tuned_now(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
+               check: Callable[[Any], Optional[str]], costs: "_Costs",
+               cost: Callable[[Any], float], agreed: Iterable[Tuple[int, int]] = (),
+               check_seconds: float = 0.0) -> Tuple[Choice, Any]:
+    """Eager tuning: all the tuner's units at once, the choice kept on disk."""
+    choice, plan = _to_the_end(_tuning_units(geom, candidates, check, costs, cost, agreed))
+    if plan is not None:
+        _keep(key, geom, choice, True, check_seconds)
+    return choice, plan
+
+
 def _choose(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
             make_check: Callable[[], kernel_check.Check], costs: "_Costs",
             cost: Callable[[Any], float]) -> Tuple[Choice, Any]:
-    """A new key's plan: the kept choice, else the first correct candidate (kept
-    on disk); either, unless tuned, with a tuner for the key's later calls.
-    Eager tuning (MXDECONV_TUNE=eager) tunes to the end here instead."""
+    """A new key's plan: the kept choice, else the first correct candidate;
+    unless tuned, with a tuner for the key's later calls (eager tuning,
+    MXDECONV_TUNE=eager, tunes to the end here instead)."""
     start = time.perf_counter()
     check = make_check()
     what = key[0].replace("_", " ")
     try:
         choice, plan, tuned = _from_disk(key, geom, candidates, check) if _tuning else \
             (None, None, False)
-        call_seconds = 0.0 if choice is None else choice.seconds
-        if choice is not None:
-            pass
-        elif _tuning and _eager:
-            choice, plan = _to_the_end(_tuning_units(geom, candidates, check, costs, cost))
-            tuned = True
-            if plan is not None:
-                _keep(key, geom, choice, True, 0.0)
-        else:
-            threads = _ops.get_num_threads()
-            suspect = _known_suspect(geom) if key[0] == "forward" else None
-            candidate, plan, rejected, call_seconds = _first_correct(
-                geom, candidates, check, threads, suspect=suspect)
-            choice = Choice(None if candidate is None else candidate.index, threads,
-                            "" if candidate is None else candidate.impl,
-                            rejected=rejected)
-            if _tuning and plan is not None:
-                _keep(key, geom, choice, False, call_seconds)
+        check_seconds = 0.0 if choice is None else choice.seconds
+        if choice is None and _tuning and _eager:
+            (choice, plan), tuned = _tuned_now(key, geom, candidates, check, costs, cost), True
+        elif choice is None:
+            choice, plan, check_seconds = _first_choice(key, geom, candidates, check)
         if _tuning and plan is not None and not tuned:
-            choice.how += "; tuned on this layer's later calls"
-            choice.tuner = _start_tuning(key, geom, candidates, check, cost, costs, choice,
-                                         call_seconds)
+            agreed = [(choice.index, choice.threads)]
+            if _eager:  # a first choice kept from an earlier run: tune it now
+                tuned_choice, tuned_plan = _tuned_now(key, geom, candidates, check, costs,
+                                                      cost, agreed, check_seconds)
+                if tuned_plan is not None:
+                    choice, plan = tuned_choice, tuned_plan
+            else:
+                choice.how += "; tuned on this layer's later calls"
+                choice.tuner = _start_tuning(key, geom, candidates, check, cost, costs,
+                                             choice, check_seconds)
     except kernel_check.CheckUnavailable as error:  # no verdict: try again next call
         choice, plan = Choice(None, reason=str(error), transient=True), None
     except MXNetError as error:  # oneDNN refused the pass outright
@@ -761,6 +777,19 @@ def settled(plan: Any) -> bool:
     if isinstance(plan, BackwardPlans):
         return settled(plan.data) and settled(plan.weights)
     return plan.verdict.tuner is None
+
+
+def ran(plan: Any, seconds: float) -> None:
+    """A call ran ``plan`` (a forward plan or BackwardPlans) in ``seconds``:
+    while its passes are tuned on their calls, each earns its share (a
+    backward call's time is split between its two passes)."""
+    if isinstance(plan, BackwardPlans):
+        ran(plan.weights, seconds / 2)
+        ran(plan.data, seconds / 2)
+        return
+    tuner = plan.verdict.tuner
+    if tuner is not None:
+        tuner.earn(seconds)
 
 
 def pending() -> int:

@@ -198,7 +198,7 @@ BAD_FIELDS = {
     "index": [_INF, -1, 10**9, True, 1.0, "0", None, 10**100],
     "impl": [None, 7, "x" * 100000, "no:such:kernel"],
     "tuned": [None, 1, "true", 0.0],
-    "call_seconds": [None, 1, "1", -1.0, _INF, _NAN, 1e300, True],
+    "check_seconds": [None, 1, "1", -1.0, _INF, _NAN, 1e300, True],
     "measured": ["junk", {"a": 1}, [["c", _INF, 1e-6, "v"]], [["c", 1, _NAN, "v"]],
                  [["c", 1, _INF, "v"]], [["c", 1, -1.0, "v"]], [["c", 1, 1e-6]],
                  [["c", True, 1e-6, "v"]], [[1, 1, 1e-6, "v"]], [["c" * 10**5, 1, 1e-6, "v"]],
@@ -265,7 +265,7 @@ def test_an_unusable_cache_directory_warns_once_and_never_waits(tmp_path):
     """ENAMETOOLONG and PermissionError used to raise on every call; /proc/self
     waited out the lock timeout on every new layer."""
     for name, directory in _unusable_directories(tmp_path):
-        run = _run(LAYERS, directory, timeout=60)
+        run = _run(LAYERS, directory, timeout=60, MXDECONV_TUNE="eager")  # written at once
         results = _layers(run)
         assert _warnings(run) == 1, (name, run.stderr[-2000:])
         assert max(r["seconds"] for r in results) < 8, name   # /proc/self: 10 s each
@@ -283,6 +283,16 @@ def test_a_cache_directory_that_cannot_be_entered(tmp_path):
         assert _warnings(run) == 1 and "PermissionError" in run.stderr
     finally:
         locked.chmod(0o700)
+
+
+def test_first_choices_are_written_once_at_exit_and_an_unusable_directory_warns_once(
+        tmp_path):
+    run = _ok(_run(LAYERS, tmp_path))
+    assert len(json.loads((tmp_path / CACHE).read_text())["entries"]) == 3
+    for name, directory in _unusable_directories(tmp_path):
+        run = _run(LAYERS, directory, timeout=60)
+        _layers(run)
+        assert _warnings(run) == 1, (name, run.stderr[-2000:])
 
 
 def test_a_lock_held_by_a_stuck_process_costs_one_short_wait(tmp_path):
@@ -305,7 +315,7 @@ def test_a_lock_held_by_a_stuck_process_costs_one_short_wait(tmp_path):
                     return super().acquire(*args, **kwargs)
             filelock.FileLock = Counting
             """) + textwrap.dedent(LAYERS) + "\nprint(json.dumps({'attempts': attempts}))\n"
-        run = _run(counting, tmp_path, timeout=60)
+        run = _run(counting, tmp_path, timeout=60, MXDECONV_TUNE="eager")  # written at once
         lines = _ok(run).stdout.splitlines()
         attempts = json.loads(lines[-1])["attempts"]
         run.stdout = "\n".join(lines[:-1])
