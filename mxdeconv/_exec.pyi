@@ -19,8 +19,17 @@ class Miss:
     def key(self) -> Optional[Tuple[Any, ...]]: ...
 
 
+class Serving:
+    """How many more calls a prepared call of a plan still being tuned may serve."""
+
+    calls_left: int
+    generation: Any
+
+
 class PreparedForward:
     """A validated, planned forward signature on the oneDNN path."""
+
+    serving: Serving
 
     def __init__(self, plan: ForwardPlan, training: bool, accumulate: bool,
                  req: str) -> None: ...
@@ -30,6 +39,8 @@ class PreparedForward:
 
 class PreparedBackward:
     """A validated, planned backward signature on the oneDNN path."""
+
+    serving: Serving
 
     def __init__(self, data_plan: BackwardDataPlan, weights_plan: BackwardWeightsPlan,
                  reqs: Tuple[str, str, str]) -> None: ...

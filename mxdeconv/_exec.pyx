@@ -362,6 +362,30 @@ cdef inline object dtype_code_of(NDArrayBase arr):
     return None if arr is None else dtype_code(arr._dtype)
 
 
+cdef class Serving:
+    """How long a prepared call whose plan is still tuned on its calls may
+    serve: ``calls_left`` more calls (-1: a settled plan, no limit), and only
+    while ``plans.settlements`` is still ``generation`` (a layer settled, or
+    finish_tuning() ran: the full path then takes the new choice).  When it
+    runs out, the next call takes the full path, where the planner runs the
+    unit of tuning those calls paid for (``plans.serve``)."""
+    cdef public long calls_left
+    cdef public object generation
+
+    def __cinit__(self):
+        self.calls_left = -1
+
+
+cdef inline bint expired(Serving serving):
+    """Count one call on a limited prepared call; True when it has run out."""
+    if serving.calls_left < 0:
+        return False
+    if serving.calls_left == 0 or serving.generation != plans.settlements:
+        return True
+    serving.calls_left -= 1
+    return False
+
+
 cdef class PreparedForward:
     """A validated, planned forward signature on the oneDNN path.  With an
     ``act_type`` (the plan applies it) ``record(result, inputs, params,
@@ -369,11 +393,13 @@ cdef class PreparedForward:
     cdef ForwardPlan plan
     cdef bint training, accumulate
     cdef object req, act_type, record
+    cdef readonly Serving serving
 
     def __init__(self, ForwardPlan plan, bint training, bint accumulate, req,
                  act_type=None, record=None):
         self.plan, self.training, self.accumulate, self.req = plan, training, accumulate, req
         self.act_type, self.record = act_type, record
+        self.serving = Serving()
 
     def run(self, data, weight, bias, out, params):
         return self.execute(data, weight, bias, out, params)
@@ -416,7 +442,7 @@ cdef object prepared_forward(data, weight, bias, out, req, train, dict params, a
                     _dispatch.forced, registry._onednn_enabled, plans._tuning, act_type),
                    params)
     prepared = state.cache.get(key)
-    if prepared is None:
+    if prepared is None or expired((<PreparedForward>prepared).serving):
         return miss(key)
     if out is not None:
         if (overlaps(out, data) or overlaps(out, weight)
@@ -470,12 +496,14 @@ cdef class PreparedBackward:
     cdef BackwardDataPlan data_plan
     cdef BackwardWeightsPlan weights_plan
     cdef tuple accumulate, needed
+    cdef readonly Serving serving
 
     def __init__(self, BackwardDataPlan data_plan, BackwardWeightsPlan weights_plan,
                  tuple reqs):
         self.data_plan, self.weights_plan = data_plan, weights_plan
         self.accumulate = tuple(r == "add" for r in reqs)
         self.needed = tuple(r != "null" for r in reqs)
+        self.serving = Serving()
 
     def run(self, out_grad, data, weight, tuple grads):
         return self.execute(out_grad, data, weight, grads)
@@ -549,7 +577,7 @@ cdef object prepared_backward(out_grad, data, weight, bias, req, grads, train, d
                     _dispatch.forced, registry._onednn_enabled, plans._tuning),
                    params)
     prepared = state.cache.get(key)
-    if prepared is None:
+    if prepared is None or expired((<PreparedBackward>prepared).serving):
         return miss(key)
     inputs = (out_grad, data, weight)
     for i in range(3):

@@ -113,11 +113,16 @@ def _forward(key: Any, data: Any, weight: Any, bias: Any, out: Optional[NDArray]
     impl = OPERATOR.select(call)
     if out_aliased:
         result = store_result(impl.forward(call, None, "write"), out, req)
-    elif key is not None and impl.name == registry.ONEDNN and plans.settled(call.plan):
+    elif key is not None and impl.name == registry.ONEDNN:
         prepared = _exec.PreparedForward(call.plan, call.training, call.accumulate, req,
                                          act_type, _record)
         _exec.keep(key, prepared)
-        return prepared.run(call.data, call.weight, call.bias, out, params)
+        if plans.settled(call.plan):
+            return prepared.run(call.data, call.weight, call.bias, out, params)
+        begun = time.perf_counter()
+        result = prepared.run(call.data, call.weight, call.bias, out, params)
+        _serve_until_due(prepared, call.plan, time.perf_counter() - begun)
+        return result
     elif impl.name == registry.ONEDNN:  # its plan is being tuned: the call earns its share
         begun = time.perf_counter()
         result = impl.forward(call, out, req)
@@ -125,6 +130,14 @@ def _forward(key: Any, data: Any, weight: Any, bias: Any, out: Optional[NDArray]
     else:
         result = impl.forward(call, out, req)
     return _record(result, (call.data, call.weight, call.bias), params, act_type)
+
+
+def _serve_until_due(prepared: Any, plan: Any, seconds: float) -> None:
+    """A plan still tuned on its calls: the new prepared call serves the calls
+    that, with this one (timed), pay for the next unit of tuning, then sends
+    the next back here, where the planner runs that unit."""
+    prepared.serving.generation = plans.settlements
+    prepared.serving.calls_left = plans.serve(plan, seconds)
 
 
 def _record(result: Any, inputs: Tuple[Any, ...], params: dict,
@@ -308,10 +321,15 @@ def _backward(key: Any, out_grad: Any, data: Any, weight: Any, bias: Any, req: A
         results = impl.backward(call, out_grad, run_grads, run_reqs)
         results = tuple(res if t is None else store_result(res, t, r)
                         for res, t, r in zip(results, late, reqs))
-    elif key is not None and impl.name == registry.ONEDNN and plans.settled(call.plan):
+    elif key is not None and impl.name == registry.ONEDNN:
         prepared = _exec.PreparedBackward(call.plan.data, call.plan.weights, tuple(reqs))
         _exec.keep(key, prepared)
-        return prepared.run(out_grad, call.data, call.weight, tuple(grads))
+        if plans.settled(call.plan):
+            return prepared.run(out_grad, call.data, call.weight, tuple(grads))
+        begun = time.perf_counter()
+        results = prepared.run(out_grad, call.data, call.weight, tuple(grads))
+        _serve_until_due(prepared, call.plan, time.perf_counter() - begun)
+        return results
     elif impl.name == registry.ONEDNN:  # its plans are being tuned: the call earns their share
         begun = time.perf_counter()
         results = impl.backward(call, out_grad, grads, reqs)

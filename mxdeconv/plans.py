@@ -90,6 +90,9 @@ TUNE_SHARE = 0.25
 #: A tuner's first unit is taken to cost this many calls (building, timing the
 #: reorders, warm-up and timed runs) until one has been measured.
 UNIT_CALLS = 4
+#: The most calls a prepared call serves between two visits to the planner
+#: while its layer is tuned (a tiny layer's unit can cost thousands of calls).
+MAX_SERVED = 100_000
 
 
 def _env_tuning() -> Tuple[bool, bool]:
@@ -297,12 +300,15 @@ def _thread_options(geom: DeconvGeometry) -> List[int]:
 
 def _known_suspect(geom: DeconvGeometry) -> Callable[[Any], bool]:
     """Candidates of a kernel known to be wrong on some geometries of this
-    kind: oneDNN 3.2's ``brgconv_strided`` with the forward bias fused
-    (docs/kernel_check.rst).  A first plan tries them last, which saves
-    running a defective one on the layers it breaks; the tuner still times
-    and checks them, and on the layers where they are right they can win."""
+    kind: oneDNN 3.2's brgemm deconvolution (``brg_conv:<isa>+brgconv_strided``)
+    with the forward bias fused (docs/kernel_check.rst; the same kernel behind
+    the convolution wrapper, ``conv:any+...``, is right).  A first plan tries
+    them last, which saves running a defective one on the layers it breaks;
+    the tuner still times and checks them, and on the layers where they are
+    right they can win."""
     def suspect(candidate: Any) -> bool:
         return (geom.bias_shape is not None and candidate.bias_fused
+                and candidate.impl.startswith("brg_conv:")
                 and "brgconv_strided" in candidate.impl)
     return suspect
 
@@ -483,13 +489,27 @@ class _Tuner:
         self._settle = settle
         self._lock = threading.Lock()
         self._credit = 0.0
+        self._call_seconds = check_seconds  # until a call is timed
         self._unit_seconds = UNIT_CALLS * check_seconds
         self.steps, self.seconds = 0, 0.0
         self.done = False
 
-    def earn(self, call_seconds: float) -> None:
-        """A call of this key took ``call_seconds``: its share is earned."""
-        self._credit += TUNE_SHARE * call_seconds
+    def earn(self, call_seconds: float, calls: int = 1) -> None:
+        """``calls`` calls of this key earn their share: each is taken to cost
+        the least any timed call cost (``call_seconds``, a call timed on the
+        full path, may be slow, just after a unit: a call's time overstated
+        would let the tuner overspend, understated only slows it)."""
+        self._call_seconds = min(self._call_seconds, call_seconds)
+        self._credit += TUNE_SHARE * self._call_seconds * calls
+
+    def calls_until_due(self) -> int:
+        """How many calls (at the last one's time) still pay for the next unit."""
+        if self.done:
+            return 0
+        owed = self._unit_seconds - self._credit
+        if owed <= 0 or self._call_seconds <= 0:
+            return 0
+        return min(MAX_SERVED, math.ceil(owed / (TUNE_SHARE * self._call_seconds)))
 
     def step(self, force: bool = False) -> bool:
         """One unit if the share allows it (``force``: now, waiting for another
@@ -641,6 +661,9 @@ def _keep(key: tuple, geom: DeconvGeometry, choice: Choice, tuned: bool,
 #: Keys tuned on their later calls, until they settle (see finish_tuning).
 _pending: Dict[tuple, _Tuner] = {}
 _pending_lock = threading.Lock()
+#: Bumped whenever a tuned choice settles: prepared calls of plans still being
+#: tuned (_exec.Serving) go back to the planner then, and take the new choice.
+settlements = 0
 
 
 def _start_tuning(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
@@ -648,6 +671,7 @@ def _start_tuning(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Ite
                   costs: "_Costs", first: Choice, check_seconds: float) -> _Tuner:
     """A tuner for ``key``'s later calls; its result replaces ``first``."""
     def settle(choice: Optional[Choice], plan: Any, why: str) -> None:
+        global settlements
         with _pending_lock:
             if _pending.get(key) is tuner:
                 del _pending[key]
@@ -659,6 +683,8 @@ def _start_tuning(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Ite
             _keep(key, geom, choice, True, check_seconds)
             choice.seconds = first.seconds + tuner.seconds
         _choices.put(key, choice)
+        with _pending_lock:
+            settlements += 1  # after the put: a call sent back now finds the choice
 
     tuner = _Tuner(_tuning_units(geom, candidates, check, costs, cost,
                                  agreed=[(first.index, first.threads)]),
@@ -790,6 +816,28 @@ def ran(plan: Any, seconds: float) -> None:
     tuner = plan.verdict.tuner
     if tuner is not None:
         tuner.earn(seconds)
+
+
+def serve(plan: Any, seconds: float) -> int:
+    """A call ran ``plan`` on the full path in ``seconds``, and leaves a
+    prepared call: how many calls that may serve before one comes back for
+    the next unit of tuning (-1: a settled plan, no limit).  Those calls are
+    paid for now, as if each took as long as this one."""
+    if isinstance(plan, BackwardPlans):
+        tuners = [p.verdict.tuner for p in (plan.weights, plan.data)
+                  if p.verdict.tuner is not None]
+        shares = [seconds / 2] * len(tuners)
+    else:
+        tuners = [] if plan.verdict.tuner is None else [plan.verdict.tuner]
+        shares = [seconds]
+    if not tuners:
+        return -1
+    for tuner, share in zip(tuners, shares):
+        tuner.earn(share)
+    calls = min(tuner.calls_until_due() for tuner in tuners)
+    for tuner, share in zip(tuners, shares):
+        tuner.earn(share, calls)
+    return calls
 
 
 def pending() -> int:

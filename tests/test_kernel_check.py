@@ -188,3 +188,41 @@ def test_the_check_catches_a_bias_applied_twice():
     real = next(iter(_ops.forward_candidates(geom, "float32", False, False)))
     reason = check(WrongPlan(real.build()))
     assert reason is not None and "values wrong" in reason
+
+
+@pytest.mark.parametrize("layer", [
+    ((2, 512, 4, 4), dict(kernel=(4, 4), stride=(2, 2), pad=(1, 1), num_filter=256)),
+    ((1, 21, 4, 4), dict(kernel=(64, 64), stride=(32, 32), pad=(16, 16), num_filter=21)),
+], ids=["dcgan_512_256", "fcn32s_score"])
+def test_the_check_refuses_every_brgconv_strided_plan_that_is_really_wrong(planner, layer):
+    """The defect the check exists for (docs/kernel_check.rst): oneDNN 3.2's
+    brgconv_strided adds a fused bias several times on these layers.  Each
+    such candidate oneDNN offers here is run on random inputs and compared
+    with the float64 scatter reference: every one that is wrong must be
+    refused by the check, and every one it accepts must be right.  Which
+    kernels exist depends on the CPU; on one without them there is nothing
+    to compare (AVX-512 and AVX2 have them)."""
+    if not planner:
+        pytest.skip("the planner's mode does not matter here")
+    shape, params = layer
+    geom = infer_geometry(parse_params(dict(params, no_bias=False)), shape)
+    found = [c for c in _ops.forward_candidates(geom, "float32", False, False)
+             if "brgconv_strided" in c.impl]
+    if not found:
+        pytest.skip("oneDNN offers no brgconv_strided kernel for this layer on this CPU")
+    rng = np.random.default_rng(7)
+    data = rng.standard_normal(shape).astype(np.float32)
+    weight = (0.05 * rng.standard_normal(geom.weight_shape)).astype(np.float32)
+    bias = rng.standard_normal(geom.bias_shape).astype(np.float32)
+    expected = reference_forward(data, weight, bias, kernel=params["kernel"],
+                                 stride=params["stride"], dilate=(1, 1), pad_l=params["pad"],
+                                 pad_r=params["pad"], num_group=1)
+    check = kernel_check.forward_check(geom, "float32", False)
+    verdicts = []
+    for candidate in found:
+        plan = candidate.build()
+        error = float(np.abs(plan.run_plain(data, weight, bias) - expected).max())
+        right = error <= 1e-3 * max(1.0, float(np.abs(expected).max()))
+        accepted = check(plan) is None
+        verdicts.append((repr(candidate), error, accepted))
+        assert accepted == right, verdicts

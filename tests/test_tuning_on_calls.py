@@ -283,3 +283,53 @@ def test_a_new_process_takes_the_kept_first_choice_without_a_check(tmp_path):
     run("finish")   # the kept first choice is not checked; the tuner checks its winner
     assert kept() == [True]
     assert run("stay") == 0 and kept() == [True]
+
+
+@pytest.fixture
+def full_paths(monkeypatch):
+    """Counts the forward calls that took the full (validating, planning) path."""
+    from mxdeconv import _exec, deconvolution
+    counts = {"forward": 0}
+    real = deconvolution._forward
+
+    def forward(*args):
+        counts["forward"] += 1
+        return real(*args)
+    monkeypatch.setattr(deconvolution, "_forward", forward)
+    documented = (deconvolution.Deconvolution.__wrapped__,
+                  deconvolution.Deconvolution_backward.__wrapped__)
+    _exec.set_full_paths(forward, documented[0], deconvolution._backward, documented[1])
+    yield counts
+    _exec.set_full_paths(real, documented[0], deconvolution._backward, documented[1])
+
+
+def test_calls_between_units_take_the_prepared_path(full_paths):
+    """While a layer is tuned, a prepared call serves the calls that pay for
+    the next unit and only then sends one back to the planner: the full path
+    (tens of microseconds, more than a tiny layer's call) is taken about once
+    per unit, not on every call."""
+    x, w = nd.ones((1, 8, 4, 4)), nd.ones((8, 8, 3, 3))
+    for _ in range(3000):
+        nd.Deconvolution(x, w, kernel=(3, 3), num_filter=8)
+    tuner = _forward_choice_of(x, dict(kernel=(3, 3), num_filter=8))
+    steps = tuner.steps if tuner is not None else 0
+    assert full_paths["forward"] <= steps + 3 < 3000
+
+
+def _forward_choice_of(x, params):
+    geom = infer_geometry(parse_params(params), x.shape)
+    return plans._choices.get(("forward", geom, "float32", False, False, None,
+                               mxdeconv.get_num_threads(), True)).tuner
+
+
+def test_finish_tuning_sends_prepared_calls_back_for_the_tuned_plan(full_paths):
+    x, w = nd.ones((1, 8, 4, 4)), nd.ones((8, 8, 3, 3))
+    for _ in range(3):
+        nd.Deconvolution(x, w, kernel=(3, 3), num_filter=8)
+    assert plans.pending() == 1
+    mxdeconv.finish_tuning()
+    before = full_paths["forward"]
+    for _ in range(5):
+        y = nd.Deconvolution(x, w, kernel=(3, 3), num_filter=8)
+    assert full_paths["forward"] == before + 1   # once, for the tuned plan; then prepared
+    assert float(y.asnumpy().max()) == 72.0
