@@ -226,3 +226,30 @@ def test_the_check_refuses_every_brgconv_strided_plan_that_is_really_wrong(plann
         accepted = check(plan) is None
         verdicts.append((repr(candidate), error, accepted))
         assert accepted == right, verdicts
+
+
+def test_the_references_run_on_one_blas_thread_and_the_limit_is_lifted(monkeypatch, planner):
+    """NumPy's BLAS threads and oneDNN's OpenMP team both spin between calls:
+    the check's references run on one BLAS thread (a generator's first
+    training step took twice as long), and the caller's BLAS threads are
+    back afterwards."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    if not [i for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]:
+        pytest.skip("NumPy's BLAS is not visible to threadpoolctl here")
+
+    def blas_threads():
+        return [i["num_threads"] for i in threadpoolctl.threadpool_info()
+                if i["user_api"] == "blas"]
+    before = blas_threads()
+    seen = []
+    real = kernel_check.fallback.forward
+
+    def forward(*args, **kwargs):
+        seen.append(blas_threads())
+        return real(*args, **kwargs)
+    monkeypatch.setattr(kernel_check.fallback, "forward", forward)
+    monkeypatch.setattr(plans, "_store", plans.plan_store.PlanStore(None))
+    data, weight, bias = _arrays(np.random.default_rng(9))
+    nd.Deconvolution(data, weight, bias, **PARAMS)
+    assert seen and all(threads == [1] * len(threads) for threads in seen)
+    assert blas_threads() == before
