@@ -68,6 +68,8 @@ def _grouped_taps(weight: np.ndarray, geom: DeconvGeometry,
                   taps: Sequence[Tuple[int, ...]]) -> np.ndarray:
     """(C_in, OC/G, *k) at ``taps`` -> (G, C_in/G, OC/G * len(taps)), tap-minor."""
     groups = geom.param.num_group
+    if len(taps) == math.prod(geom.param.kernel):  # every tap, in memory order: a view
+        return weight.reshape(groups, weight.shape[0] // groups, -1)
     picked = np.stack([weight[(slice(None), slice(None)) + tap] for tap in taps], axis=-1)
     return picked.reshape(groups, weight.shape[0] // groups, -1)
 
@@ -130,10 +132,11 @@ def backward(geom: DeconvGeometry, out_grad: np.ndarray, data: np.ndarray,
                                                         pixels)
         if need_data:
             data_grad = np.zeros((batch, groups, channels // groups, pixels), dtype=dtype)
-        if need_weight:
-            weight_grad = np.zeros(geom.weight_shape, dtype=dtype)
         out_per_group = param.num_filter // groups
-        for taps in _tap_chunks(geom, dtype.itemsize):
+        chunks = _tap_chunks(geom, dtype.itemsize)
+        if need_weight and len(chunks) > 1:
+            weight_grad = np.zeros(geom.weight_shape, dtype=dtype)
+        for taps in chunks:
             cols = np.stack([windows[(slice(None), slice(None)) + tap] for tap in taps],
                             axis=2).reshape(batch, groups, out_per_group * len(taps), pixels)
             if need_data:
@@ -141,6 +144,9 @@ def backward(geom: DeconvGeometry, out_grad: np.ndarray, data: np.ndarray,
             if need_weight:
                 chunk = np.matmul(data_g, cols.transpose(0, 1, 3, 2)).sum(axis=0)
                 chunk = chunk.reshape(channels, out_per_group, len(taps))
+                if len(taps) == math.prod(param.kernel):  # every tap: already in order
+                    weight_grad = chunk.reshape(geom.weight_shape)
+                    continue
                 for position, tap in enumerate(taps):
                     weight_grad[(slice(None), slice(None)) + tap] = chunk[:, :, position]
         if need_data:
