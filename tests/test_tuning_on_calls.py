@@ -309,11 +309,12 @@ def test_calls_between_units_take_the_prepared_path(full_paths):
     (tens of microseconds, more than a tiny layer's call) is taken about once
     per unit, not on every call."""
     x, w = nd.ones((1, 8, 4, 4)), nd.ones((8, 8, 3, 3))
+    nd.Deconvolution(x, w, kernel=(3, 3), num_filter=8)
+    tuner = _forward_choice_of(x, dict(kernel=(3, 3), num_filter=8))  # kept: it may settle
     for _ in range(3000):
         nd.Deconvolution(x, w, kernel=(3, 3), num_filter=8)
-    tuner = _forward_choice_of(x, dict(kernel=(3, 3), num_filter=8))
-    steps = tuner.steps if tuner is not None else 0
-    assert full_paths["forward"] <= steps + 3 < 3000
+    # The first call, one per unit, and one more when the choice settles.
+    assert full_paths["forward"] <= tuner.steps + 3 < 3000
 
 
 def _forward_choice_of(x, params):
