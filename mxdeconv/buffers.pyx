@@ -78,6 +78,10 @@ cdef Py_ssize_t _POOL_MIN_BYTES = POOL_MIN_BYTES
 #: of a tiny layer's forward call).  Sizes in between are NumPy's.
 SMALL_MAX_BYTES = 1 << 16
 SMALL_IDLE_PER_SIZE = 8
+# C copies for __dealloc__, which also runs while the interpreter shuts down,
+# after module globals have been set to None (a Python global there raised a
+# TypeError per live block: "Error in sys.excepthook" at exit).
+cdef Py_ssize_t _SMALL_IDLE_PER_SIZE = SMALL_IDLE_PER_SIZE
 cdef Py_ssize_t _SMALL_MAX_BYTES = SMALL_MAX_BYTES
 #: Large pooled blocks start on a page: a whole block maps onto whole pages.
 cdef size_t _PAGE = 4096
@@ -136,7 +140,7 @@ cdef class PooledBlock:
             blocks = idle.get(self.size)
             if blocks is None:
                 blocks = idle[self.size] = []
-            if self.size > <size_t>_SMALL_MAX_BYTES or len(blocks) < SMALL_IDLE_PER_SIZE:
+            if self.size > <size_t>_SMALL_MAX_BYTES or len(blocks) < _SMALL_IDLE_PER_SIZE:
                 blocks.append(<uintptr_t>self.address)
                 _idle_bytes += self.size
                 self.address = NULL
