@@ -181,11 +181,10 @@ def _one_blas_thread() -> ContextManager[Any]:
 
 
 def _lazy(prepare: Callable[[], Check]) -> Check:
-    """A check whose inputs and reference are made on its first call only (or
-    by its ``ready()``, so that a caller can time the check of a plan alone)."""
+    """A check whose inputs and reference are made on its first call only."""
     prepared: list = []
 
-    def ready() -> Check:
+    def check(plan: Any) -> Optional[str]:
         if not prepared:
             try:
                 with _one_blas_thread():
@@ -193,11 +192,7 @@ def _lazy(prepare: Callable[[], Check]) -> Check:
             except MemoryError as error:
                 raise CheckUnavailable(f"not enough memory for the check's reference "
                                        f"({error})") from None
-        return prepared[0]
-
-    def check(plan: Any) -> Optional[str]:
-        return ready()(plan)
-    check.ready = ready  # type: ignore[attr-defined]
+        return prepared[0](plan)
     return check
 
 

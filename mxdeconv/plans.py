@@ -112,15 +112,19 @@ def _env_tuning() -> Tuple[bool, bool]:
 _tuning, _eager = _env_tuning()
 
 
+def _flag(setter: str, enabled: Any) -> bool:
+    if not isinstance(enabled, bool):
+        raise TypeError(f"{setter}: enabled must be a bool, got {enabled!r} "
+                        f"of type {type(enabled).__name__}")
+    return enabled
+
+
 def set_tuning(enabled: bool) -> bool:
     """Time candidates and keep the fastest correct one (True, the default), or
     take the first correct one in oneDNN's order (False); returns the old value.
     Calls from then on use the plans of the new setting (both are kept)."""
     global _tuning
-    if not isinstance(enabled, bool):
-        raise TypeError(f"set_tuning: enabled must be a bool, got {enabled!r} "
-                        f"of type {type(enabled).__name__}")
-    previous, _tuning = _tuning, enabled
+    previous, _tuning = _tuning, _flag("set_tuning", enabled)
     return previous
 
 
@@ -134,10 +138,7 @@ def set_eager_tuning(enabled: bool) -> bool:
     ``MXDECONV_TUNE=eager``), or on its later calls (False, the default);
     returns the old value.  Either way the result is the same choice."""
     global _eager
-    if not isinstance(enabled, bool):
-        raise TypeError(f"set_eager_tuning: enabled must be a bool, got {enabled!r} "
-                        f"of type {type(enabled).__name__}")
-    previous, _eager = _eager, enabled
+    previous, _eager = _eager, _flag("set_eager_tuning", enabled)
     return previous
 
 
@@ -317,10 +318,9 @@ def _first_correct(geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]]
                    check: Callable[[Any], Optional[str]], threads: int,
                    skip: Iterable[int] = (),
                    suspect: Optional[Callable[[Any], bool]] = None
-                   ) -> Tuple[Optional[Any], Optional[Any], List[Tuple[str, str]], float]:
+                   ) -> Tuple[Optional[Any], Optional[Any], List[Tuple[str, str]]]:
     """The first candidate (not in ``skip``; those ``suspect`` names last)
-    whose plan agrees, its plan, the rejections, and how long its check took
-    (a run of the plan on the whole geometry, about a call's time)."""
+    whose plan agrees, its plan, the rejections."""
     rejected: List[Tuple[str, str]] = []
     skip = set(skip)
     deferred: List[Any] = []
@@ -342,14 +342,12 @@ def _first_correct(geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]]
             except MXNetError as error:
                 rejected.append((repr(candidate), str(error)))
                 continue
-            getattr(check, "ready", lambda: None)()  # inputs and reference, untimed
-            begun = time.perf_counter()
             reason = check(plan)
             if reason is None:
-                return candidate, plan, rejected, time.perf_counter() - begun
+                return candidate, plan, rejected
             rejected.append((repr(candidate), reason))
             _warn(candidate, geom, reason)
-    return None, None, rejected, 0.0
+    return None, None, rejected
 
 
 Units = Generator[None, None, Tuple[Choice, Any]]
@@ -446,7 +444,7 @@ def _tuning_units(geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
     # Nothing timed agreed: correctness first, whatever the time.
     threads = _ops.get_num_threads()
     tried = [e.candidate.index for e in timed if e.threads == threads]
-    candidate, plan, more, _ = _first_correct(geom, candidates, check, threads, tried)
+    candidate, plan, more = _first_correct(geom, candidates, check, threads, tried)
     rejected += more
     if candidate is None:
         return Choice(None, rejected=rejected, measured=measured), None
@@ -473,24 +471,24 @@ def _ranking(entry: Sequence[Any]) -> float:
 class _Tuner:
     """Tunes one planner key a unit at a time on the key's later calls.
 
-    Each call earns TUNE_SHARE of its own measured time (:func:`ran`), and a
-    unit runs once the time earned covers what the last unit cost (at first,
-    UNIT_CALLS times the first plan's check, a run on the whole geometry):
-    units are paid for before they run, so while a layer is tuned its calls
-    cost on average at most TUNE_SHARE more, and a short script pays nothing.
+    Each call earns TUNE_SHARE of a call's time (:func:`serve`, :func:`ran`),
+    and a unit runs once the time earned covers what the last unit cost (at
+    first, UNIT_CALLS calls): units are paid for before they run, so while a
+    layer is tuned its calls cost on average at most TUNE_SHARE more, and a
+    short script pays nothing.
     One thread at a time steps a tuner (a call that finds it busy runs on).
     ``settle`` receives the tuned choice, its plan and a note once the units
     end (None, None and why, when they failed).
     """
 
-    def __init__(self, units: Units, check_seconds: float,
+    def __init__(self, units: Units,
                  settle: Callable[[Optional[Choice], Any, str], None]) -> None:
         self._units = units
         self._settle = settle
         self._lock = threading.Lock()
         self._credit = 0.0
-        self._call_seconds = check_seconds  # until a call is timed
-        self._unit_seconds = UNIT_CALLS * check_seconds
+        self._call_seconds = math.inf  # the least a timed call took
+        self._unit_seconds = math.inf  # what the last unit cost: none is due untimed
         self.steps, self.seconds = 0, 0.0
         self.done = False
 
@@ -500,16 +498,16 @@ class _Tuner:
         full path, may be slow, just after a unit: a call's time overstated
         would let the tuner overspend, understated only slows it)."""
         self._call_seconds = min(self._call_seconds, call_seconds)
+        if math.isinf(self._unit_seconds):
+            self._unit_seconds = UNIT_CALLS * self._call_seconds
         self._credit += TUNE_SHARE * self._call_seconds * calls
 
     def calls_until_due(self) -> int:
         """How many calls (at the last one's time) still pay for the next unit."""
-        if self.done:
-            return 0
         owed = self._unit_seconds - self._credit
-        if owed <= 0 or self._call_seconds <= 0:
+        if self.done or owed <= 0 or math.isinf(owed):
             return 0
-        return min(MAX_SERVED, math.ceil(owed / (TUNE_SHARE * self._call_seconds)))
+        return min(MAX_SERVED, math.ceil(owed / (TUNE_SHARE * max(self._call_seconds, 1e-9))))
 
     def step(self, force: bool = False) -> bool:
         """One unit if the share allows it (``force``: now, waiting for another
@@ -594,30 +592,24 @@ def _kept_measurement(value: Any) -> bool:
             and _kept_text(value[3]))
 
 
-def _kept_seconds(value: Any) -> bool:
-    return type(value) is float and math.isfinite(value) and 0 <= value <= 3600
-
-
 def _kept_choice(entry: Dict[str, Any], geom: DeconvGeometry) -> Optional[Choice]:
     """The choice an entry of the plan cache holds, or None unless every field is
     what the planner writes: a candidate position, a thread count the tuner
     would try for this layer (any other count can crash or stall OpenMP), the
-    candidate's name, whether it was tuned (else the first correct candidate,
-    with the seconds its check took), bounded measurements.  _rebuild checks
-    the candidate."""
+    candidate's name, whether it was tuned (else the first correct
+    candidate), bounded measurements.  _rebuild checks the candidate."""
     index, threads, impl = entry.get("index"), entry.get("threads"), entry.get("impl")
-    tuned, call = entry.get("tuned"), entry.get("check_seconds")
+    tuned = entry.get("tuned")
     measured = entry.get("measured", [])
     if not (type(index) is int and index >= 0
             and _kept_count(threads, 1, _ops.MAX_THREADS) and threads in _thread_options(geom)
-            and _kept_text(impl) and type(tuned) is bool and _kept_seconds(call)
+            and _kept_text(impl) and type(tuned) is bool
             and isinstance(measured, list) and len(measured) <= MAX_KEPT_MEASURED
             and all(_kept_measurement(m) for m in measured)):
         return None
     how = "kept from an earlier tuning on this machine" if tuned else \
         "first correct candidate, kept from an earlier run on this machine"
-    return Choice(index, threads, impl, how, measured=[Measured(*m) for m in measured],
-                  seconds=call)
+    return Choice(index, threads, impl, how, measured=[Measured(*m) for m in measured])
 
 
 def _from_disk(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
@@ -645,14 +637,13 @@ def _from_disk(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterab
     return choice, plan, entry["tuned"]
 
 
-def _keep(key: tuple, geom: DeconvGeometry, choice: Choice, tuned: bool,
-          check_seconds: float) -> None:
+def _keep(key: tuple, geom: DeconvGeometry, choice: Choice, tuned: bool) -> None:
     """Keep a checked choice on disk, for this machine's later processes: a
     tuned one, or a first correct one (a later process skips its check, and
     tunes it on its calls)."""
     _store.put(_store_key(key, geom), {
         "index": choice.index, "threads": choice.threads, "impl": choice.impl,
-        "tuned": tuned, "check_seconds": float(check_seconds),
+        "tuned": tuned,
         "measured": [[m.candidate, m.threads, m.seconds, m.verdict]
                      for m in choice.measured]},
         defer=not tuned)  # first choices: one write for all, at the next or at exit
@@ -668,7 +659,7 @@ settlements = 0
 
 def _start_tuning(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
                   check: Callable[[Any], Optional[str]], cost: Callable[[Any], float],
-                  costs: "_Costs", first: Choice, check_seconds: float) -> _Tuner:
+                  costs: "_Costs", first: Choice) -> _Tuner:
     """A tuner for ``key``'s later calls; its result replaces ``first``."""
     def settle(choice: Optional[Choice], plan: Any, why: str) -> None:
         global settlements
@@ -680,7 +671,7 @@ def _start_tuning(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Ite
                 first, tuner=None,
                 how=f"first correct candidate ({why or 'the tuner found none that agreed'})")
         else:
-            _keep(key, geom, choice, True, check_seconds)
+            _keep(key, geom, choice, True)
             choice.seconds = first.seconds + tuner.seconds
         _choices.put(key, choice)
         with _pending_lock:
@@ -688,36 +679,35 @@ def _start_tuning(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Ite
 
     tuner = _Tuner(_tuning_units(geom, candidates, check, costs, cost,
                                  agreed=[(first.index, first.threads)]),
-                   check_seconds, settle)
+                   settle)
     with _pending_lock:
         _pending[key] = tuner
     return tuner
 
 
 def _first_choice(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
-                  check: Callable[[Any], Optional[str]]) -> Tuple[Choice, Any, float]:
-    """The first correct candidate on the caller's threads, its plan, and the
-    seconds its check took (kept on disk with tuning on: a later process skips
-    the check)."""
+                  check: Callable[[Any], Optional[str]]) -> Tuple[Choice, Any]:
+    """The first correct candidate on the caller's threads and its plan (kept
+    on disk with tuning on: a later process skips the check)."""
     threads = _ops.get_num_threads()
     suspect = _known_suspect(geom) if key[0] == "forward" else None
-    candidate, plan, rejected, check_seconds = _first_correct(
-        geom, candidates, check, threads, suspect=suspect)
+    candidate, plan, rejected = _first_correct(geom, candidates, check, threads,
+                                               suspect=suspect)
     choice = Choice(None if candidate is None else candidate.index, threads,
                     "" if candidate is None else candidate.impl, rejected=rejected)
     if _tuning and plan is not None:
-        _keep(key, geom, choice, False, check_seconds)
-    return choice, plan, check_seconds
+        _keep(key, geom, choice, False)
+    return choice, plan
 
 
 def _tuned_now(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
                check: Callable[[Any], Optional[str]], costs: "_Costs",
-               cost: Callable[[Any], float], agreed: Iterable[Tuple[int, int]] = (),
-               check_seconds: float = 0.0) -> Tuple[Choice, Any]:
+               cost: Callable[[Any], float], agreed: Iterable[Tuple[int, int]] = ()
+               ) -> Tuple[Choice, Any]:
     """Eager tuning: all the tuner's units at once, the choice kept on disk."""
     choice, plan = _to_the_end(_tuning_units(geom, candidates, check, costs, cost, agreed))
     if plan is not None:
-        _keep(key, geom, choice, True, check_seconds)
+        _keep(key, geom, choice, True)
     return choice, plan
 
 
@@ -733,22 +723,21 @@ def _choose(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterable[
     try:
         choice, plan, tuned = _from_disk(key, geom, candidates, check) if _tuning else \
             (None, None, False)
-        check_seconds = 0.0 if choice is None else choice.seconds
         if choice is None and _tuning and _eager:
             (choice, plan), tuned = _tuned_now(key, geom, candidates, check, costs, cost), True
         elif choice is None:
-            choice, plan, check_seconds = _first_choice(key, geom, candidates, check)
+            choice, plan = _first_choice(key, geom, candidates, check)
         if _tuning and plan is not None and not tuned:
             agreed = [(choice.index, choice.threads)]
             if _eager:  # a first choice kept from an earlier run: tune it now
                 tuned_choice, tuned_plan = _tuned_now(key, geom, candidates, check, costs,
-                                                      cost, agreed, check_seconds)
+                                                      cost, agreed)
                 if tuned_plan is not None:
                     choice, plan = tuned_choice, tuned_plan
             else:
                 choice.how += "; tuned on this layer's later calls"
                 choice.tuner = _start_tuning(key, geom, candidates, check, cost, costs,
-                                             choice, check_seconds)
+                                             choice)
     except kernel_check.CheckUnavailable as error:  # no verdict: try again next call
         choice, plan = Choice(None, reason=str(error), transient=True), None
     except MXNetError as error:  # oneDNN refused the pass outright
@@ -798,24 +787,26 @@ def _plan(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterable[An
 
 def settled(plan: Any) -> bool:
     """Whether ``plan`` (a forward plan or BackwardPlans) is final: not a first
-    choice whose layer is still tuned on its calls (those calls go through the
-    planner, so no prepared call keeps them)."""
+    choice whose layer is still tuned on its calls (a prepared call of such a
+    plan serves only until the next unit is due: :func:`serve`)."""
     if isinstance(plan, BackwardPlans):
         return settled(plan.data) and settled(plan.weights)
     return plan.verdict.tuner is None
 
 
-def ran(plan: Any, seconds: float) -> None:
-    """A call ran ``plan`` (a forward plan or BackwardPlans) in ``seconds``:
-    while its passes are tuned on their calls, each earns its share (a
+def _tuners(plan: Any, seconds: float) -> List[Tuple[_Tuner, float]]:
+    """The tuners of ``plan``'s passes still tuned on their calls (a forward
+    plan or BackwardPlans), each with its part of a call's ``seconds`` (a
     backward call's time is split between its two passes)."""
-    if isinstance(plan, BackwardPlans):
-        ran(plan.weights, seconds / 2)
-        ran(plan.data, seconds / 2)
-        return
-    tuner = plan.verdict.tuner
-    if tuner is not None:
-        tuner.earn(seconds)
+    passes = (plan.weights, plan.data) if isinstance(plan, BackwardPlans) else (plan,)
+    return [(p.verdict.tuner, seconds / len(passes)) for p in passes
+            if p.verdict.tuner is not None]
+
+
+def ran(plan: Any, seconds: float) -> None:
+    """A call ran ``plan`` in ``seconds``: each pass still tuned earns its share."""
+    for tuner, share in _tuners(plan, seconds):
+        tuner.earn(share)
 
 
 def serve(plan: Any, seconds: float) -> int:
@@ -823,19 +814,13 @@ def serve(plan: Any, seconds: float) -> int:
     prepared call: how many calls that may serve before one comes back for
     the next unit of tuning (-1: a settled plan, no limit).  Those calls are
     paid for now, as if each took as long as this one."""
-    if isinstance(plan, BackwardPlans):
-        tuners = [p.verdict.tuner for p in (plan.weights, plan.data)
-                  if p.verdict.tuner is not None]
-        shares = [seconds / 2] * len(tuners)
-    else:
-        tuners = [] if plan.verdict.tuner is None else [plan.verdict.tuner]
-        shares = [seconds]
+    tuners = _tuners(plan, seconds)
     if not tuners:
         return -1
-    for tuner, share in zip(tuners, shares):
+    for tuner, share in tuners:
         tuner.earn(share)
-    calls = min(tuner.calls_until_due() for tuner in tuners)
-    for tuner, share in zip(tuners, shares):
+    calls = min(tuner.calls_until_due() for tuner, _ in tuners)
+    for tuner, share in tuners:
         tuner.earn(share, calls)
     return calls
 

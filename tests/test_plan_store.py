@@ -198,7 +198,6 @@ BAD_FIELDS = {
     "index": [_INF, -1, 10**9, True, 1.0, "0", None, 10**100],
     "impl": [None, 7, "x" * 100000, "no:such:kernel"],
     "tuned": [None, 1, "true", 0.0],
-    "check_seconds": [None, 1, "1", -1.0, _INF, _NAN, 1e300, True],
     "measured": ["junk", {"a": 1}, [["c", _INF, 1e-6, "v"]], [["c", 1, _NAN, "v"]],
                  [["c", 1, _INF, "v"]], [["c", 1, -1.0, "v"]], [["c", 1, 1e-6]],
                  [["c", True, 1e-6, "v"]], [[1, 1, 1e-6, "v"]], [["c" * 10**5, 1, 1e-6, "v"]],
