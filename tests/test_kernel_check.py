@@ -13,6 +13,7 @@ import pytest
 import mxdeconv
 from mxdeconv import KernelDefectWarning, _ops, kernel_check, nd, plans
 from mxdeconv.params import infer_geometry, parse_params
+from planted import WrongCandidate, WrongPlan
 from reference import reference_forward
 
 PARAMS = dict(kernel=(3, 3), stride=(2, 2), pad=(1, 1), num_filter=24, no_bias=False)
@@ -48,33 +49,6 @@ def _arrays(rng, batch=3, channels=20, size=5):
 def _expected(data, weight, bias):
     return reference_forward(data, weight, bias, kernel=(3, 3), stride=(2, 2),
                              dilate=(1, 1), pad_l=(1, 1), pad_r=(1, 1), num_group=1)
-
-
-class WrongPlan:
-    """A real plan whose result gets the bias added once more, like brgconv_strided."""
-
-    def __init__(self, plan):
-        self._plan = plan
-
-    def __getattr__(self, name):
-        return getattr(self._plan, name)
-
-    def run_plain(self, src, weights, bias, dst_init=None):
-        out = self._plan.run_plain(src, weights, bias, dst_init)
-        return out + bias.reshape((1, -1) + (1,) * (out.ndim - 2))
-
-
-class WrongCandidate:
-    def __init__(self, real):
-        self._real = real
-        self.index, self.family, self.weights, self.bias_fused = -1, "any", "any", True
-        self.impl, self.is_reference = "planted:wrong_bias", False
-
-    def build(self):
-        return WrongPlan(self._real.build())
-
-    def __repr__(self):
-        return f"Candidate({self.impl})"
 
 
 def _plant(monkeypatch, how_many=1, all_wrong=False):

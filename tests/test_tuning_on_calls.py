@@ -21,6 +21,7 @@ import pytest
 import mxdeconv
 from mxdeconv import KernelDefectWarning, _ops, autograd, nd, plans
 from mxdeconv.params import infer_geometry, parse_params
+from planted import WrongCandidate, WrongPlan
 from reference import reference_backward, reference_forward
 
 PARAMS = dict(kernel=(3, 3), stride=(2, 2), pad=(1, 1), num_filter=24, no_bias=False)
@@ -135,33 +136,6 @@ def test_backward_and_training_passes_tune_on_their_calls_and_stay_right(a_unit_
     _until_settled(step)
 
 
-class _WrongPlan:
-    """A real plan whose result gets the bias added once more, like brgconv_strided."""
-
-    def __init__(self, plan):
-        self._plan = plan
-
-    def __getattr__(self, name):
-        return getattr(self._plan, name)
-
-    def run_plain(self, src, weights, bias, dst_init=None):
-        out = self._plan.run_plain(src, weights, bias, dst_init)
-        return out + bias.reshape((1, -1) + (1,) * (out.ndim - 2))
-
-
-class _WrongCandidate:
-    def __init__(self, real):
-        self._real = real
-        self.index, self.family, self.weights, self.bias_fused = 10_000, "any", "any", True
-        self.impl, self.is_reference = "planted:wrong_bias", False
-
-    def build(self):
-        return _WrongPlan(self._real.build())
-
-    def __repr__(self):
-        return f"Candidate({self.impl})"
-
-
 def test_a_wrong_candidate_that_times_fastest_is_checked_before_any_use(monkeypatch,
                                                                          a_unit_per_call):
     """The first call takes the first real candidate; the planted one comes
@@ -170,11 +144,11 @@ def test_a_wrong_candidate_that_times_fastest_is_checked_before_any_use(monkeypa
 
     def candidates(*args):
         found = list(real(*args))
-        return iter(found[:1] + [_WrongCandidate(found[0])] + found[1:])
+        return iter(found[:1] + [WrongCandidate(found[0])] + found[1:])
     monkeypatch.setattr(_ops, "forward_candidates", candidates)
     real_run = plans._Costs.run
     monkeypatch.setattr(plans._Costs, "run", lambda self, plan: 1e-9 if isinstance(
-        plan, _WrongPlan) else real_run(self, plan))
+        plan, WrongPlan) else real_run(self, plan))
     data, weight, bias = _arrays(3)
     expected = _expected(data, weight, bias)
     with warnings.catch_warnings(record=True) as caught:
