@@ -227,3 +227,27 @@ def test_the_references_run_on_one_blas_thread_and_the_limit_is_lifted(monkeypat
     nd.Deconvolution(data, weight, bias, **PARAMS)
     assert seen and all(threads == [1] * len(threads) for threads in seen)
     assert blas_threads() == before
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_a_fraction_off_an_integer_result_is_refused(planner, dtype):
+    """The check's sums are exact integers, so a right kernel returns integers
+    (in bfloat16 too, after rounding).  oneDNN 3.2's jit_bf16 backward
+    weights read uninitialised memory on 1x1 images and once returned 0.0028
+    where 0 was expected, within the 0.5 allowance: a fraction is wrong."""
+    if not planner:
+        pytest.skip("the planner's mode does not matter here")
+    geom = infer_geometry(parse_params(PARAMS), (3, 20, 5, 5))
+    real = next(iter(_ops.forward_candidates(geom, dtype, False, False)), None)
+    if real is None:
+        pytest.skip(f"oneDNN has no {dtype} kernel for this layer on this CPU")
+
+    class Nudged(WrongPlan):
+        def run_plain(self, src, weights, bias, dst_init=None):
+            out = self._plan.run_plain(src, weights, bias, dst_init).astype(np.float64)
+            out.flat[7] += 0.0028
+            return out
+    from mxdeconv import dtypes
+    check = kernel_check.forward_check(geom, dtypes.as_dtype(dtype), False)
+    assert check(real.build()) is None
+    assert "1 of" in check(Nudged(real.build()))
