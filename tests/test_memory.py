@@ -142,6 +142,17 @@ def test_the_pool_keeps_no_more_idle_bytes_than_its_limit(pool):
     assert mxdeconv.buffer_pool_info()["idle_bytes"] == 0
 
 
+def test_blocks_of_two_mib_and_more_start_on_a_huge_page_boundary(pool):
+    """Where the kernel hands out transparent huge pages on request, a fresh
+    block's first touch faults once per 2 MiB (the first call's weight
+    reorder in a new process: 3.4 ms on 4 KiB pages, 1.6 ms on huge ones)."""
+    huge = buffers.HUGE_PAGE_MIN_BYTES
+    for nbytes in (huge, 3 * huge + 4096, 8 * huge):
+        block = buffers.aligned_bytes(nbytes)
+        assert block.ctypes.data % huge == 0, nbytes
+    assert buffers.aligned_bytes(huge // 2).ctypes.data % 4096 == 0
+
+
 def test_pool_limit_is_checked(pool):
     with pytest.raises(TypeError, match="limit must be an int"):
         mxdeconv.set_buffer_pool_limit("1")
