@@ -42,23 +42,23 @@ COMMON = dict(
 )
 extensions = [
     # Aligned array memory, for the NDArray layer and the oneDNN layer.
-    Extension("mxdeconv.buffers", sources=["mxdeconv/buffers.pyx"], **COMMON),
+    Extension("mxdeconv._core.buffers", sources=["mxdeconv/_core/buffers.pyx"], **COMMON),
     # An NDArray's fields, which the compiled hot path reads as C struct members.
-    Extension("mxdeconv._ndbase", sources=["mxdeconv/_ndbase.pyx"], **COMMON),
+    Extension("mxdeconv._core._ndbase", sources=["mxdeconv/_core/_ndbase.pyx"], **COMMON),
     # The oneDNN layer: the only module that calls oneDNN.
     Extension(
-        "mxdeconv._ops",
-        sources=["mxdeconv/_ops.pyx"],
+        "mxdeconv.onednn._ops",
+        sources=["mxdeconv/onednn/_ops.pyx"],
         library_dirs=[str(dnnl_library.parent)],
         libraries=[":libdnnl.so.3", "gomp"],
-        # site-packages/mxdeconv/_ops*.so -> <prefix>/lib, where the runtime wheel
-        # puts libdnnl.so.3; editable installs rely on the preload in _loader.py.
-        runtime_library_dirs=["$ORIGIN/../../.."],
+        # site-packages/mxdeconv/onednn/_ops*.so -> <prefix>/lib, where the runtime
+        # wheel puts libdnnl.so.3; editable installs rely on the preload in _loader.py.
+        runtime_library_dirs=["$ORIGIN/../../../.."],
         # OpenMP for the bias loop's prange (oneDNN's own runtime, GNU OpenMP).
         **dict(COMMON, extra_compile_args=COMMON["extra_compile_args"] + ["-fopenmp"])),
     # NDArrays in and out of oneDNN plans, and prepared calls: reaches oneDNN
     # only through _ops' C-level interface (_ops.pxd).
-    Extension("mxdeconv._exec", sources=["mxdeconv/_exec.pyx"], **COMMON),
+    Extension("mxdeconv.ops._exec", sources=["mxdeconv/ops/_exec.pyx"], **COMMON),
 ]
 
 setup(ext_modules=cythonize(extensions, compiler_directives={"language_level": "3"}))

@@ -33,9 +33,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from timing import Schedule, measure_interleaved, step_runner  # noqa: E402
 
 import mxdeconv  # noqa: E402
-from mxdeconv import _ops, activation, autograd, kernel_check, nd, plans  # noqa: E402
-from mxdeconv.deconvolution import DeconvolutionActivation  # noqa: E402
-from mxdeconv.params import infer_geometry, parse_params  # noqa: E402
+from mxdeconv import _ops, autograd, nd
+from mxdeconv.semantics import activations as activation
+from mxdeconv.onednn import kernel_check
+from mxdeconv.onednn import planner as plans  # noqa: E402
+from mxdeconv.ops.deconvolution import DeconvolutionActivation  # noqa: E402
+from mxdeconv.semantics.attributes import infer_geometry, parse_params  # noqa: E402
 
 LAYERS = {
     "DCGAN last 64->3 k4 s2 p1, 32x64x32x32, tanh": (

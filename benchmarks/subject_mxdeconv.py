@@ -6,7 +6,7 @@
   where the weight is cached in its blocked layout after the first call).
   With ``impl="numpy"`` the same steps run inside
   ``mxdeconv.use_impl("numpy")``: the fallback, for scale.
-* :class:`RawOneDNN` calls ``mxdeconv.bench_hooks.raw_forward_seconds`` and
+* :class:`RawOneDNN` calls ``mxdeconv.ops.bench_hooks.raw_forward_seconds`` and
   ``raw_backward_seconds``, which return per-iteration seconds of the bare
   oneDNN primitives; the per-call overhead is the API's time minus these.
 
@@ -187,7 +187,7 @@ class MXDeconvAPI:
         """The planner's choices for the case, in both modes (already made by the
         measured calls, so this costs no tuning)."""
         try:
-            hooks = importlib.import_module("mxdeconv.bench_hooks")
+            hooks = importlib.import_module("mxdeconv.ops.bench_hooks")
             with self._mode(False)():
                 chosen = {"inference": hooks.plan_summary(
                     inputs.data, inputs.weight, inputs.bias, False, **case.kwargs)}
@@ -203,7 +203,7 @@ class MXDeconvAPI:
 
 
 class RawOneDNN:
-    """``mxdeconv.bench_hooks.raw_{forward,backward}_seconds`` (bare primitives).
+    """``mxdeconv.ops.bench_hooks.raw_{forward,backward}_seconds`` (bare primitives).
 
     Called as ``raw_forward_seconds(data, weight, bias, repeats, training=...,
     **kwargs)`` and ``raw_backward_seconds(data, weight, bias, repeats,
@@ -224,9 +224,9 @@ class RawOneDNN:
             self._problem: Optional[str] = "n/a (mxdeconv not importable)"
             return
         try:
-            self._hooks = importlib.import_module("mxdeconv.bench_hooks")
+            self._hooks = importlib.import_module("mxdeconv.ops.bench_hooks")
         except Exception as exc:  # noqa: BLE001
-            self._problem = f"n/a (mxdeconv.bench_hooks: {short_error(exc)})"
+            self._problem = f"n/a (mxdeconv.ops.bench_hooks: {short_error(exc)})"
             return
         missing = [n for n in ("raw_forward_seconds", "raw_backward_seconds")
                    if not hasattr(self._hooks, n)]

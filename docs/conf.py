@@ -52,7 +52,7 @@ doctest_global_setup = """
 import numpy as np
 import mxdeconv
 from mxdeconv import autograd, gluon, nd
-from mxdeconv.params import DeconvolutionParam, infer_geometry  # used bare in params.py
+from mxdeconv.semantics.attributes import DeconvolutionParam, infer_geometry  # used bare in params.py
 try:
     import torch
 except ImportError:

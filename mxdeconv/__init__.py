@@ -8,15 +8,18 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional
 
-from . import autograd, buffers, gluon, nd, plans, random
+from . import autograd, gluon, nd
+from ._core import buffers
+from .onednn import planner
+from .ndarray import random
 from .autograd import is_training, predict_mode, set_training, train_mode
-from ._loader import ERROR as EXTENSION_ERROR
-from ._loader import ops as _ops
-from .base import Float16OverflowWarning, KernelDefectWarning, MXNetError
-from .context import Context, cpu, current_context, gpu
-from .deconvolution import explain
-from .ndarray import NDArray
-from .registry import last_impl, onednn_enabled, set_onednn_enabled, use_impl
+from .onednn._loader import ERROR as EXTENSION_ERROR
+from .onednn._loader import ops as _ops
+from ._core.errors import Float16OverflowWarning, KernelDefectWarning, MXNetError
+from ._core.context import Context, cpu, current_context, gpu
+from .ops.deconvolution import explain
+from .ndarray.ndarray import NDArray
+from .ops.registry import last_impl, onednn_enabled, set_onednn_enabled, use_impl
 
 __version__ = "0.1.0"
 
@@ -140,7 +143,7 @@ def set_tuning(enabled: bool) -> bool:
     False
     >>> _ = mxdeconv.set_tuning(previous)
     """
-    return plans.set_tuning(enabled)
+    return planner.set_tuning(enabled)
 
 
 def finish_tuning() -> int:
@@ -153,7 +156,7 @@ def finish_tuning() -> int:
     >>> mxdeconv.finish_tuning() >= 0
     True
     """
-    return plans.finish_tuning()
+    return planner.finish_tuning()
 
 
 def tuning_enabled() -> bool:
@@ -163,7 +166,7 @@ def tuning_enabled() -> bool:
     >>> isinstance(mxdeconv.tuning_enabled(), bool)
     True
     """
-    return plans.tuning()
+    return planner.tuning()
 
 
 def plan_cache_path() -> Optional[str]:
@@ -180,7 +183,7 @@ def plan_cache_path() -> Optional[str]:
     >>> path is None or path.endswith(".json")
     True
     """
-    return plans.store_path()
+    return planner.store_path()
 
 
 def buffer_pool_info() -> Dict[str, int]:

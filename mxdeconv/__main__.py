@@ -29,7 +29,7 @@ def runtime_lines() -> List[str]:
     """The runtime as ``name: value`` lines (raises MXNetError if the extension
     did not load)."""
     import mxdeconv
-    from mxdeconv import dtypes
+    from mxdeconv._core import dtypes
 
     info = mxdeconv.runtime_info()
     bf16 = ("yes (ml_dtypes)" if dtypes.bfloat16_available()

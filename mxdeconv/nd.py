@@ -10,16 +10,16 @@
 """
 from __future__ import annotations
 
-from .activation_op import Activation
-from . import indexing, numpy_protocols  # noqa: F401  (NDArray's indexing and NumPy protocols)
-from . import random
-from .deconvolution import Deconvolution, Deconvolution_backward
-from .elementwise import add, multiply, relu
-from .ndarray import (NDArray, array, empty, from_dlpack, ones, to_dlpack_for_read,
-                      to_dlpack_for_write, zeros)
+from .ops.activation import Activation
+from .ndarray import indexing, numpy_protocols  # noqa: F401  (NDArray's indexing and NumPy protocols)
+from .ndarray import random
+from .ops.deconvolution import Deconvolution, Deconvolution_backward
+from .ndarray.elementwise import add, multiply, relu
+from .ndarray.ndarray import (
+    NDArray, array, empty, from_dlpack, ones, to_dlpack_for_read, to_dlpack_for_write, zeros)
 # NDArray basics (mxdeconv.ndfunctions; nd.random is mxdeconv.random).
-from .ndfunctions import arange, concat, full, ones_like, stack, waitall, zeros_like
-from .serialization import load, load_frombuffer, save
+from .ndarray.functions import arange, concat, full, ones_like, stack, waitall, zeros_like
+from .io.ndarray_file import load, load_frombuffer, save
 
 __all__ = ["Activation", "Deconvolution", "Deconvolution_backward", "NDArray", "add", "array",
            "empty", "from_dlpack", "load", "load_frombuffer", "multiply", "ones", "relu",

@@ -34,7 +34,7 @@ import numpy as np
 
 import mxdeconv
 from mxdeconv import nd
-from mxdeconv.params import DeconvolutionParam, infer_geometry
+from mxdeconv.semantics.attributes import DeconvolutionParam, infer_geometry
 
 try:
     import ml_dtypes

@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 with atheris.instrument_imports():
-    from mxdeconv.base import MXNetError
-    from mxdeconv.params import MAX_PARAM, DeconvolutionParam, infer_geometry, parse_params
+    from mxdeconv._core.errors import MXNetError
+    from mxdeconv.semantics.attributes import MAX_PARAM, DeconvolutionParam, infer_geometry, parse_params
 
 FIELDS = ["kernel", "stride", "dilate", "pad", "adj", "target_shape", "num_filter",
           "num_group", "no_bias", "layout", "workspace", "cudnn_tune", "cudnn_off", "kernal"]

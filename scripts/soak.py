@@ -62,7 +62,7 @@ def live_objects() -> Counter:
     names = Counter()
     for obj in gc.get_objects():
         cls = type(obj)
-        if cls.__name__ == "NDArray" or cls.__module__ == "mxdeconv._ops":
+        if cls.__name__ == "NDArray" or cls.__module__ == "mxdeconv.onednn._ops":
             names[cls.__name__] += 1
     return names
 

@@ -1,6 +1,6 @@
 """An independent, deliberately naive reference for MXNet's Deconvolution.
 
-Written from the operator's definition, not from ``mxdeconv.fallback`` (which
+Written from the operator's definition, not from ``mxdeconv.semantics.deconv_numpy`` (which
 it does not import): every input pixel ``data[n, c, *i]`` is scattered through
 every kernel tap ``k`` into the output pixel ``i*stride + k*dilate - pad_l``,
 skipping pixels that fall outside the output.  Everything is computed in

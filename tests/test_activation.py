@@ -24,11 +24,13 @@ import pytest
 from numpy.testing import assert_allclose
 
 import mxdeconv
-from mxdeconv import (KernelDefectWarning, MXNetError, _ops, activation, autograd, gluon,
-                      kernel_check, nd, plans)
-from mxdeconv.deconvolution import DeconvolutionActivation
-from mxdeconv.ndarray import BFLOAT16
-from mxdeconv.params import infer_geometry, parse_params
+from mxdeconv import KernelDefectWarning, MXNetError, _ops, autograd, gluon, nd
+from mxdeconv.semantics import activations as activation
+from mxdeconv.onednn import kernel_check
+from mxdeconv.onednn import planner as plans
+from mxdeconv.ops.deconvolution import DeconvolutionActivation
+from mxdeconv.ndarray.ndarray import BFLOAT16
+from mxdeconv.semantics.attributes import infer_geometry, parse_params
 from reference import reference_backward, reference_forward
 
 ACTS = activation.ACT_TYPES

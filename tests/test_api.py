@@ -48,7 +48,7 @@ def as_inputs(arrays, as_numpy):
 def _forget_last_impl():
     # Reset this thread's record so that last_impl() after a call can only name
     # the implementation that ran *that* call (registry internals, on purpose).
-    mxdeconv.registry._local.last = None
+    mxdeconv.ops.registry._local.last = None
 
 
 def forced(impl, fn, *args, dispatches=True, **kwargs):
@@ -68,14 +68,14 @@ def small_case(dtype=np.float32, name="anisotropic_2d", seed=0):
 # -- the extension and runtime ------------------------------------------------
 def test_extension_is_built():
     """Fails (never skips) when the oneDNN extension is missing or does not load."""
-    ops = importlib.import_module("mxdeconv._ops")
-    assert mxdeconv._loader.ops is ops, mxdeconv._loader.ERROR
+    ops = importlib.import_module("mxdeconv.onednn._ops")
+    assert mxdeconv.onednn._loader.ops is ops, mxdeconv.onednn._loader.ERROR
     assert mxdeconv.runtime_info()["onednn_version"].startswith("3.2")
 
 
 def test_mxnet_error_is_exported_value_error():
     assert issubclass(MXNetError, ValueError)
-    assert MXNetError is mxdeconv.base.MXNetError
+    assert MXNetError is mxdeconv._core.errors.MXNetError
 
 
 # -- NDArray ---------------------------------------------------------------------

@@ -21,7 +21,7 @@ from numpy.testing import assert_array_equal
 
 import mxdeconv
 from mxdeconv import MXNetError, autograd, gluon, nd
-from mxdeconv.params import infer_geometry, parse_params
+from mxdeconv.semantics.attributes import infer_geometry, parse_params
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"

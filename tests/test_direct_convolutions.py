@@ -19,8 +19,11 @@ import numpy as np
 import pytest
 
 import mxdeconv
-from mxdeconv import MXNetError, _ops, deconvolution, kernel_check, nd, plans
-from mxdeconv.params import infer_geometry, parse_params
+from mxdeconv import MXNetError, _ops, nd
+from mxdeconv.ops import deconvolution
+from mxdeconv.onednn import kernel_check
+from mxdeconv.onednn import planner as plans
+from mxdeconv.semantics.attributes import infer_geometry, parse_params
 from reference import reference_backward, reference_forward
 
 LAYERS = {
@@ -220,7 +223,7 @@ def test_the_compiled_entry_points_are_the_documented_functions():
     for name in ("Deconvolution", "Deconvolution_backward"):
         entry = getattr(nd, name)
         assert entry is getattr(deconvolution, name)
-        assert entry.__module__ == "mxdeconv._exec" and entry.__name__ == name
+        assert entry.__module__ == "mxdeconv.ops._exec" and entry.__name__ == name
         documented = entry.__wrapped__
         assert entry.__doc__ == documented.__doc__ and ":func:" in entry.__doc__
         assert inspect.signature(entry) == inspect.signature(documented)

@@ -16,13 +16,13 @@ from mxdeconv import NDArray, autograd, gluon, nd
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-MODULES = ["mxdeconv", "mxdeconv.nd", "mxdeconv.ndarray", "mxdeconv.autograd",
-           "mxdeconv.elementwise", "mxdeconv.gluon", "mxdeconv.registry",
-           "mxdeconv.params", "mxdeconv.deconvolution", "mxdeconv.serialization",
-           "mxdeconv.activation", "mxdeconv.activation_op",
+MODULES = ["mxdeconv", "mxdeconv.nd", "mxdeconv.ndarray.ndarray", "mxdeconv.autograd",
+           "mxdeconv.ndarray.elementwise", "mxdeconv.gluon", "mxdeconv.ops.registry",
+           "mxdeconv.semantics.attributes", "mxdeconv.ops.deconvolution", "mxdeconv.io.ndarray_file",
+           "mxdeconv.semantics.activations", "mxdeconv.ops.activation",
            # NDArray basics
-           "mxdeconv.ndmethods", "mxdeconv.numpy_protocols", "mxdeconv.gradients",
-           "mxdeconv.indexing", "mxdeconv.ndfunctions", "mxdeconv.random", "mxdeconv.shapes"]
+           "mxdeconv.ndarray.methods", "mxdeconv.ndarray.numpy_protocols", "mxdeconv.ndarray.gradients",
+           "mxdeconv.ndarray.indexing", "mxdeconv.ndarray.functions", "mxdeconv.ndarray.random", "mxdeconv.semantics.shapes"]
 
 
 def _public_objects():

@@ -25,7 +25,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 
 import mxdeconv
 from mxdeconv import Float16OverflowWarning, MXNetError, NDArray, nd
-from mxdeconv.params import MAX_PARAM
+from mxdeconv.semantics.attributes import MAX_PARAM
 from strategies import Config
 
 IMPLS = ("numpy", "onednn")

@@ -1,4 +1,4 @@
-"""The NumPy im2col implementation (mxdeconv.fallback) against the independent
+"""The NumPy im2col implementation (mxdeconv.semantics.deconv_numpy) against the independent
 reference, its own finite differences, and in float16."""
 from dataclasses import replace
 
@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.testing import assert_allclose
 
-from mxdeconv import fallback
-from mxdeconv.params import infer_geometry, parse_params
+from mxdeconv.semantics import deconv_numpy as fallback
+from mxdeconv.semantics.attributes import infer_geometry, parse_params
 from strategies import EDGE_CASES, configs, seeds
 
 EXACT = dict(rtol=1e-10, atol=1e-10)  # float64 against float64: only summation order differs

@@ -5,7 +5,7 @@ may be missing, of the wrong length, zero, negative, huge or of the wrong Python
 type, data of any rank and channel count, weight/bias/out_grad/out/grads of
 perturbed shapes and dtypes, a req (valid or not) and the implementation.  An
 independent oracle (:func:`expected_outcome`, written from MXNet's rules, not
-from ``mxdeconv.params``) says whether the call is valid and what the output
+from ``mxdeconv.semantics.attributes``) says whether the call is valid and what the output
 shape is.  Then
 
 * a valid call must return the float64 reference's values (within a
@@ -498,7 +498,7 @@ PARSER_PARAMS = st.dictionaries(
 
 def make_parser_test(max_examples: int, seed: Optional[int] = None):
     """The parser alone, on anything: a DeconvolutionParam or MXNetError/TypeError."""
-    from mxdeconv.params import DeconvolutionParam, parse_params
+    from mxdeconv.semantics.attributes import DeconvolutionParam, parse_params
 
     @settings(max_examples=max_examples, deadline=None, database=None if seed else
               settings.default.database, suppress_health_check=list(HealthCheck))

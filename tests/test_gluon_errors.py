@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from numpy.testing import assert_array_equal
 
 from mxdeconv import MXNetError, autograd, gluon, nd
-from mxdeconv.params import DeconvolutionParam
+from mxdeconv.semantics.attributes import DeconvolutionParam
 
 MAX = 2**31 - 1
 INT_RANGE = re.escape(f"must be an int in [1, {MAX}]")

@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 import mxdeconv
-from mxdeconv import MXNetError, _ops, autograd, gluon, kernel_check, nd, plans
+from mxdeconv import MXNetError, _ops, autograd, gluon, nd
+from mxdeconv.onednn import kernel_check
+from mxdeconv.onednn import planner as plans
 from reference import reference_backward
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
@@ -109,8 +111,8 @@ def test_running_out_of_memory_in_the_check_is_no_verdict_and_not_remembered(mon
 
 
 def test_the_numpy_path_and_the_check_take_kernel_taps_a_chunk_at_a_time():
-    from mxdeconv import fallback
-    from mxdeconv.params import infer_geometry, parse_params
+    from mxdeconv.semantics import deconv_numpy as fallback
+    from mxdeconv.semantics.attributes import infer_geometry, parse_params
     geom = infer_geometry(parse_params(dict(kernel=(256, 256), num_filter=64)), (1, 1, 64, 64))
     assert fallback.workspace_bytes(geom, np.dtype(np.float32)) < 256 << 20  # was 64 GiB
     small = infer_geometry(parse_params(dict(kernel=(5, 5), stride=(2, 2), num_filter=3,

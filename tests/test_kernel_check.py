@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 
 import mxdeconv
-from mxdeconv import KernelDefectWarning, _ops, kernel_check, nd, plans
-from mxdeconv.params import infer_geometry, parse_params
+from mxdeconv import KernelDefectWarning, _ops, nd
+from mxdeconv.onednn import kernel_check
+from mxdeconv.onednn import planner as plans
+from mxdeconv.semantics.attributes import infer_geometry, parse_params
 from planted import WrongCandidate, WrongPlan
 from reference import reference_forward
 
@@ -216,12 +218,12 @@ def test_the_references_run_on_one_blas_thread_and_the_limit_is_lifted(monkeypat
                 if i["user_api"] == "blas"]
     before = blas_threads()
     seen = []
-    real = kernel_check.fallback.forward
+    real = kernel_check.deconv_numpy.forward
 
     def forward(*args, **kwargs):
         seen.append(blas_threads())
         return real(*args, **kwargs)
-    monkeypatch.setattr(kernel_check.fallback, "forward", forward)
+    monkeypatch.setattr(kernel_check.deconv_numpy, "forward", forward)
     monkeypatch.setattr(plans, "_store", plans.plan_store.PlanStore(None))
     data, weight, bias = _arrays(np.random.default_rng(9))
     nd.Deconvolution(data, weight, bias, **PARAMS)
@@ -247,7 +249,7 @@ def test_a_fraction_off_an_integer_result_is_refused(planner, dtype):
             out = self._plan.run_plain(src, weights, bias, dst_init).astype(np.float64)
             out.flat[7] += 0.0028
             return out
-    from mxdeconv import dtypes
+    from mxdeconv._core import dtypes
     check = kernel_check.forward_check(geom, dtypes.as_dtype(dtype), False)
     assert check(real.build()) is None
     assert "1 of" in check(Nudged(real.build()))

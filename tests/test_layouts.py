@@ -41,8 +41,8 @@ def _clean_counters():
 def test_result_keeps_the_primitive_layout_until_read(rng):
     data, weight = _inputs(rng)
     out = nd.Deconvolution(data, weight, **PARAMS)
-    chosen = mxdeconv.plans.forward_plan(
-        mxdeconv.params.infer_geometry(mxdeconv.params.parse_params(PARAMS), data.shape),
+    chosen = mxdeconv.onednn.planner.forward_plan(
+        mxdeconv.semantics.attributes.infer_geometry(mxdeconv.semantics.attributes.parse_params(PARAMS), data.shape),
         "float32", False, False).dst
     assert out.layout == ("default" if chosen.is_plain else chosen.name)
     assert mxdeconv.reorder_counts().get("to_default", 0) == 0
@@ -60,9 +60,9 @@ def test_blocked_output_fed_onward_is_not_reordered(rng):
     mxdeconv.reset_reorder_counts()
     second = nd.Deconvolution(first, second_weight, kernel=(1, 1), num_filter=8)
     counts = mxdeconv.reorder_counts()
-    plan = mxdeconv.plans.forward_plan(
-        mxdeconv.params.infer_geometry(
-            mxdeconv.params.parse_params(dict(kernel=(1, 1), num_filter=8)), first.shape),
+    plan = mxdeconv.onednn.planner.forward_plan(
+        mxdeconv.semantics.attributes.infer_geometry(
+            mxdeconv.semantics.attributes.parse_params(dict(kernel=(1, 1), num_filter=8)), first.shape),
         "float32", False, False)
     if plan.src.name == first.layout:
         assert counts.get("data", 0) == 0, counts
@@ -151,8 +151,8 @@ def test_out_given_blocked_accumulates_in_place(rng):
 def test_backward_reorders_out_grad_once(rng):
     data, weight = _inputs(rng)
     out_grad = rng.standard_normal((2, 32, 12, 12)).astype(np.float32)
-    geom = mxdeconv.params.infer_geometry(mxdeconv.params.parse_params(PARAMS), data.shape)
-    plan = mxdeconv.plans.backward_plans(geom, "float32")
+    geom = mxdeconv.semantics.attributes.infer_geometry(mxdeconv.semantics.attributes.parse_params(PARAMS), data.shape)
+    plan = mxdeconv.onednn.planner.backward_plans(geom, "float32")
     nd.Deconvolution_backward(out_grad, data, weight, **PARAMS)
     # out_grad arrives plain: it is reordered once into each blocked layout the
     # two backward passes read (one copy when they agree, as they mostly do;

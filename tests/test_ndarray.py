@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 
 import mxdeconv
 from mxdeconv import MXNetError, autograd, nd
-from mxdeconv.context import context_arg
-from mxdeconv.indexing import NDArrayIndexError
-from mxdeconv.ndarray import NDArray
-from mxdeconv.shapes import infer_reshape
+from mxdeconv._core.context import context_arg
+from mxdeconv.ndarray.indexing import NDArrayIndexError
+from mxdeconv.ndarray.ndarray import NDArray
+from mxdeconv.semantics.shapes import infer_reshape
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = json.loads((ROOT / "tests" / "data" / "mxnet_ndarray.json").read_text())

@@ -25,8 +25,9 @@ from hypothesis import strategies as st
 from numpy.testing import assert_array_equal
 
 import mxdeconv
-from mxdeconv import Float16OverflowWarning, fallback, nd
-from mxdeconv.params import infer_geometry, parse_params
+from mxdeconv import Float16OverflowWarning, nd
+from mxdeconv.semantics import deconv_numpy as fallback
+from mxdeconv.semantics.attributes import infer_geometry, parse_params
 from strategies import EDGE_CASES, configs, seeds, wide_channels
 
 U32 = 2.0**-24

@@ -1,12 +1,12 @@
-"""Parameter validation and shape inference (mxdeconv.params), MXNet 1.9.1 semantics."""
+"""Parameter validation and shape inference (mxdeconv.semantics.attributes), MXNet 1.9.1 semantics."""
 import re
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mxdeconv.base import MXNetError
-from mxdeconv.params import (DeconvolutionParam, infer_geometry, parse_bool_text,
+from mxdeconv._core.errors import MXNetError
+from mxdeconv.semantics.attributes import (DeconvolutionParam, infer_geometry, parse_bool_text,
                              parse_int_text, parse_params, parse_shape_text)
 from strategies import EDGE_CASES, configs, full_size
 

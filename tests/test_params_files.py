@@ -33,8 +33,9 @@ from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
 
 import mxdeconv
-from mxdeconv import MXNetError, gluon, nd, serialization
-from mxdeconv.dtypes import BFLOAT16
+from mxdeconv import MXNetError, gluon, nd
+from mxdeconv.io import ndarray_file as serialization
+from mxdeconv._core.dtypes import BFLOAT16
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "params"

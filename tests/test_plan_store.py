@@ -18,7 +18,7 @@ import warnings
 
 import pytest
 
-from mxdeconv import plan_store
+from mxdeconv.onednn import plan_store
 
 CACHE = "plans-v2.json"
 
@@ -63,8 +63,9 @@ CHOOSE = """
 LAYERS = """
     import json, time
     import mxdeconv
-    from mxdeconv import nd, plans
-    from mxdeconv.params import infer_geometry, parse_params
+    from mxdeconv import nd
+    from mxdeconv.onednn import planner as plans
+    from mxdeconv.semantics.attributes import infer_geometry, parse_params
     for size in (5, 6, 7):
         params = dict(kernel=(3, 3), num_filter=3)
         x, w = nd.ones((1, 4, size, size)), nd.ones((4, 3, 3, 3))
@@ -166,8 +167,9 @@ def test_a_corrupt_or_stale_cache_file_is_ignored_with_one_warning(tmp_path, con
 CORRUPT = """
     import json, os, sys, time
     import mxdeconv
-    from mxdeconv import nd, plans
-    from mxdeconv.params import infer_geometry, parse_params
+    from mxdeconv import nd
+    from mxdeconv.onednn import planner as plans
+    from mxdeconv.semantics.attributes import infer_geometry, parse_params
     path = os.path.join(os.environ["MXDECONV_CACHE_DIR"], "plans-v2.json")
     params = dict(kernel=(3, 3), num_filter=3)
     x, w = nd.ones((1, 4, 5, 5)), nd.ones((4, 3, 3, 3))

@@ -12,8 +12,10 @@ import numpy as np
 import pytest
 
 import mxdeconv
-from mxdeconv import MXNetError, _ops, autograd, kernel_check, nd, plans
-from mxdeconv.params import infer_geometry, parse_params
+from mxdeconv import MXNetError, _ops, autograd, nd
+from mxdeconv.onednn import kernel_check
+from mxdeconv.onednn import planner as plans
+from mxdeconv.semantics.attributes import infer_geometry, parse_params
 from reference import reference_backward, reference_forward
 
 KW = dict(kernel=(3, 3), stride=(2, 2), pad=(1, 1), num_filter=32, no_bias=False)

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 import mxdeconv
-from mxdeconv import MXNetError, autograd, deconvolution, nd
-from mxdeconv.impl_onednn import _exec
+from mxdeconv import MXNetError, autograd, nd
+from mxdeconv.ops import deconvolution
+from mxdeconv.ops.onednn_impl import _exec
 from reference import reference_backward, reference_forward
 
 KW = dict(kernel=(3, 3), stride=(2, 2), pad=(1, 1), num_filter=8, no_bias=False)

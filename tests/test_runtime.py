@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 import mxdeconv
-from mxdeconv import nd, plans
-from mxdeconv.params import infer_geometry, parse_params
+from mxdeconv import nd
+from mxdeconv.onednn import planner as plans
+from mxdeconv.semantics.attributes import infer_geometry, parse_params
 
 
 def test_runtime_info_reports_loaded_onednn():

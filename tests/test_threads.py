@@ -28,7 +28,7 @@ def _settled_plans():
     changes while the threads run (tuning on the calls) would change the
     summation order, and bitwise equality with it.  Threads calling a layer
     while it is tuned on their calls: tests/test_tuning_on_calls.py."""
-    from mxdeconv import plans
+    from mxdeconv.onednn import planner as plans
     eager = plans.set_eager_tuning(True)
     yield
     plans.set_eager_tuning(eager)
@@ -205,7 +205,8 @@ def test_threads_planning_new_layers_at_once(serial, monkeypatch):
     while other threads still time theirs without the GIL (a loop that kept a
     raw pointer to a released buffer wrote freed memory).  Results match the
     serial ones within float32 rounding (another plan may sum in another order)."""
-    from mxdeconv import plan_store, plans
+    from mxdeconv.onednn import plan_store
+    from mxdeconv.onednn import planner as plans
     monkeypatch.setattr(plans, "_store", plan_store.PlanStore(None))  # nothing kept: tune
     plans.clear_choices()
     mxdeconv.clear_cache()

@@ -19,8 +19,9 @@ import numpy as np
 import pytest
 
 import mxdeconv
-from mxdeconv import KernelDefectWarning, _ops, autograd, nd, plans
-from mxdeconv.params import infer_geometry, parse_params
+from mxdeconv import KernelDefectWarning, _ops, autograd, nd
+from mxdeconv.onednn import planner as plans
+from mxdeconv.semantics.attributes import infer_geometry, parse_params
 from planted import WrongCandidate, WrongPlan
 from reference import reference_backward, reference_forward
 
@@ -228,7 +229,9 @@ def test_a_new_process_takes_the_kept_first_choice_without_a_check(tmp_path):
     code = textwrap.dedent("""
         import sys
         import mxdeconv
-        from mxdeconv import kernel_check, nd, plans
+        from mxdeconv import nd
+        from mxdeconv.onednn import kernel_check
+        from mxdeconv.onednn import planner as plans
         checks = []
         real = kernel_check.forward_check
 
@@ -262,7 +265,8 @@ def test_a_new_process_takes_the_kept_first_choice_without_a_check(tmp_path):
 @pytest.fixture
 def full_paths(monkeypatch):
     """Counts the forward calls that took the full (validating, planning) path."""
-    from mxdeconv import _exec, deconvolution
+    from mxdeconv.ops import _exec
+    from mxdeconv.ops import deconvolution
     counts = {"forward": 0}
     real = deconvolution._forward
 

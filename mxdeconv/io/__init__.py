@@ -1,0 +1,2 @@
+"""Files: MXNet's binary NDArray format (``.params``).
+"""

@@ -1,0 +1,3 @@
+"""The NDArray: buffer and layout, constructors, MXNet-style methods,
+NumPy's array protocols, indexing, the nd functions and their gradients.
+"""

@@ -1,0 +1,154 @@
+"""MXNet's module-level NDArray functions: ``nd.concat``, ``nd.stack``,
+``nd.zeros_like``, ``nd.ones_like``, ``nd.full``, ``nd.arange``, ``nd.waitall``.
+
+They take MXNet's arguments (``concat``'s ``dim=1`` default, ``arange``'s
+``repeat``, ``ctx=``) and call the NumPy function, which NumPy hands to
+NDArray's ``__array_function__`` (:mod:`mxdeconv.ndarray.numpy_protocols`), so that
+joins are recorded by autograd.
+
+>>> from mxdeconv import nd
+>>> nd.concat(nd.ones((2, 1)), nd.zeros((2, 2))).asnumpy()
+array([[1., 0., 0.],
+       [1., 0., 0.]], dtype=float32)
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any, Optional
+
+import numpy as np
+
+from mxdeconv._core.errors import MXNetError
+from mxdeconv._core.context import context_arg
+from .ndarray import NDArray, _check_dtype, _shape_arg, empty
+from .numpy_protocols import check_writable, is_number, scalar
+
+__all__ = ["arange", "concat", "full", "ones_like", "stack", "waitall", "zeros_like"]
+
+
+def _count(name: str, data: tuple, num_args: Any) -> None:
+    if not data:
+        raise MXNetError(f"{name}: needs at least one array (num_args >= 1)")
+    if num_args is not None and num_args != len(data):
+        raise MXNetError(f"{name}: num_args={num_args!r} but {len(data)} arrays were given")
+
+
+def concat(*data: NDArray, dim: int = 1, num_args: Optional[int] = None) -> NDArray:
+    """The arrays joined along ``dim`` (MXNet's default: 1, the channels).
+
+    >>> from mxdeconv import nd
+    >>> nd.concat(nd.ones((1, 2)), nd.zeros((2, 2)), dim=0).shape
+    (3, 2)
+    """
+    _count("concat", data, num_args)
+    return np.concatenate(data, axis=dim)
+
+
+def stack(*data: NDArray, axis: int = 0, num_args: Optional[int] = None) -> NDArray:
+    """The arrays (of one shape) joined along a new axis ``axis``.
+
+    >>> from mxdeconv import nd
+    >>> nd.stack(nd.ones((2,)), nd.zeros((2,)), axis=1).asnumpy()
+    array([[1., 0.],
+           [1., 0.]], dtype=float32)
+    """
+    _count("stack", data, num_args)
+    return np.stack(data, axis=axis)
+
+
+def _ndarray(name: str, data: Any) -> NDArray:
+    if not isinstance(data, NDArray):
+        raise TypeError(f"{name}: data must be an NDArray, got {type(data).__name__}")
+    return data
+
+
+def zeros_like(data: NDArray) -> NDArray:
+    """Zeros of ``data``'s shape and dtype.
+
+    >>> from mxdeconv import nd
+    >>> nd.zeros_like(nd.ones((2,), dtype="int32")).asnumpy()
+    array([0, 0], dtype=int32)
+    """
+    return np.zeros_like(_ndarray("zeros_like", data))
+
+
+def ones_like(data: NDArray) -> NDArray:
+    """Ones of ``data``'s shape and dtype.
+
+    >>> from mxdeconv import nd
+    >>> nd.ones_like(nd.zeros((2,), dtype="float16")).asnumpy()
+    array([1., 1.], dtype=float16)
+    """
+    return np.ones_like(_ndarray("ones_like", data))
+
+
+def full(shape: Any, val: Any, ctx: Any = None, dtype: Any = np.float32,
+         out: Optional[NDArray] = None) -> NDArray:
+    """An array of ``shape`` filled with ``val`` (cast to ``dtype`` as MXNet casts:
+    ``full((2,), 2.5, dtype="int32")`` holds 2s); with ``out``, fill that array.
+
+    >>> from mxdeconv import nd
+    >>> nd.full((2, 2), 3).asnumpy()
+    array([[3., 3.],
+           [3., 3.]], dtype=float32)
+    """
+    if not is_number(val):
+        raise TypeError(f"full: val must be a number, got {type(val).__name__}")
+    if out is None:
+        out = empty(shape, ctx, np.float32 if dtype is None else dtype)
+        value = scalar("full: val", val, out.dtype)
+        out._state[0].fill(value)
+        return out
+    if not isinstance(out, NDArray):
+        raise TypeError(f"full: out must be an NDArray, got {type(out).__name__}")
+    if ctx is not None:
+        context_arg("full: ctx", ctx)
+    value = scalar("full: val", val, out.dtype)
+    buffer = check_writable("full(out=)", out)
+    buffer.fill(value)
+    out._bump()
+    return out
+
+
+def arange(start: Any, stop: Any = None, step: Any = 1.0, repeat: int = 1,
+           infer_range: Any = None, ctx: Any = None, dtype: Any = np.float32) -> NDArray:
+    """Evenly spaced values in ``[start, stop)`` (``arange(n)``: from 0), each
+    repeated ``repeat`` times, in ``dtype`` (float32 by default, as in MXNet).
+    ``infer_range`` (symbolic MXNet only) is accepted and ignored.
+
+    >>> from mxdeconv import nd
+    >>> nd.arange(3).asnumpy(), nd.arange(1, 2, 0.5, repeat=2).asnumpy()
+    (array([0., 1., 2.], dtype=float32), array([1. , 1. , 1.5, 1.5], dtype=float32))
+    """
+    for name, value in (("start", start), ("stop", stop), ("step", step)):
+        if value is not None and (not is_number(value) or isinstance(value, (bool, np.bool_))):
+            raise TypeError(f"arange: {name} must be a number, got {value!r}")
+    if stop is None:
+        start, stop = 0, start
+    if isinstance(repeat, bool) or not isinstance(repeat, numbers.Integral):
+        raise TypeError(f"arange: repeat must be an int, got {repeat!r}")
+    if step == 0:
+        raise MXNetError("arange: Range does not support step=0, received 0")
+    if repeat < 1:
+        raise MXNetError(f"arange: repeat must be >= 1, got {repeat}")
+    if not all(math.isfinite(float(v)) for v in (start, stop, step)):
+        raise MXNetError(f"arange: start, stop and step must be finite, got {start}, {stop}, "
+                         f"{step}")
+    dtype = _check_dtype(np.float32 if dtype is None else dtype)
+    length = max(0, math.ceil((float(stop) - float(start)) / float(step)))
+    values = np.repeat(float(start) + float(step) * np.arange(length, dtype=np.float64),
+                       int(repeat))
+    out = empty(_shape_arg(values.size), ctx, dtype)
+    with np.errstate(all="ignore"):
+        np.copyto(out._state[0], values, casting="unsafe")
+    return out
+
+
+def waitall() -> None:
+    """MXNet compatibility: every operation here is synchronous, so there is
+    nothing to wait for.
+
+    >>> from mxdeconv import nd
+    >>> nd.waitall()
+    """

@@ -1,0 +1,239 @@
+"""The backward of the operators NumPy computes on NDArrays (arithmetic,
+reductions, shape changes, indexing, copies), as MXNet 1.9.1 defines them.
+
+Each function is registered on the tape under the op name the forward
+records (see :mod:`mxdeconv.ndarray.numpy_protocols` and :mod:`mxdeconv.ndarray.indexing`).
+Gradients are computed in NumPy on default-layout buffers, summed back over
+broadcast axes (:func:`reduce_to`) and written or added into their target
+(:func:`deliver`).  Piecewise-constant operators (comparisons, ``sign``,
+``floor``...) have zero gradients, as in MXNet.
+
+>>> from mxdeconv import autograd, nd
+>>> x = nd.array([1.0, 2.0, 3.0])
+>>> x.attach_grad()
+>>> with autograd.record():
+...     y = (x[1:] ** 2 / 2).sum()
+>>> y.backward()
+>>> x.grad.asnumpy()
+array([0., 2., 3.], dtype=float32)
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Sequence, Tuple
+
+import numpy as np
+
+from mxdeconv.autograd import tape
+from mxdeconv._core.buffers import aligned_empty
+from .ndarray import NDArray
+
+__all__ = ["deliver", "reduce_to"]
+
+
+def reduce_to(grad: np.ndarray, shape: Tuple[int, ...]) -> np.ndarray:
+    """Sum a broadcast result's gradient back to an operand's ``shape``."""
+    if grad.shape == tuple(shape):
+        return grad
+    extra = grad.ndim - len(shape)
+    axes = tuple(range(extra)) + tuple(
+        extra + i for i, extent in enumerate(shape) if extent == 1 and grad.shape[extra + i] != 1)
+    # 16-bit floats are summed in float32, as the Deconvolution bias gradient is:
+    # a bfloat16 running sum stops growing at 256 ones.
+    wide = np.float32 if grad.dtype.kind == "V" or (
+        grad.dtype.kind == "f" and grad.dtype.itemsize < 4) else None
+    return grad.sum(axis=axes, keepdims=True, dtype=wide).astype(grad.dtype).reshape(shape)
+
+
+def deliver(value: np.ndarray, req: str, target: Optional[NDArray],
+            dtype: np.dtype) -> Optional[NDArray]:
+    """Write or add ``value`` into ``target``, or wrap a fresh copy (never a view
+    of out_grad: gradients flowing to several inputs must not alias)."""
+    if req == "null":
+        return None
+    if target is None:
+        buffer = aligned_empty(value.shape, dtype)
+        np.copyto(buffer, value, casting="unsafe")
+        return NDArray(buffer)
+    plain = target._plain()
+    if req == "add":
+        np.add(plain, value, out=plain, casting="unsafe")
+    else:
+        np.copyto(plain, value, casting="unsafe")
+    target._bump()
+    return target
+
+
+Backward = Callable[[Any, Tuple[Any, ...], Any, Tuple[str, ...], Tuple[Any, ...]],
+                    Tuple[Any, ...]]
+
+
+def _each_input(local: Callable[[int, np.ndarray, Sequence[np.ndarray]], np.ndarray],
+                reduce: bool = True) -> Backward:
+    """A backward that gives input ``i`` the gradient ``local(i, out_grad, values)``
+    (``values``: each operand's values, recorded NDArray or constant), summed
+    over the axes it was broadcast along."""
+    def backward(out_grad, inputs, constants, reqs, targets):
+        grad = out_grad._plain()
+        values = [constants[i] if arr is None else arr._plain() for i, arr in enumerate(inputs)]
+        results = []
+        for i, (arr, req, target) in enumerate(zip(inputs, reqs, targets)):
+            if arr is None or req == "null":
+                results.append(None)
+                continue
+            with np.errstate(all="ignore"):  # inf/NaN where the math has them, as MXNet
+                value = local(i, grad, values)
+            if reduce:
+                value = reduce_to(np.broadcast_to(value, grad.shape), arr.shape)
+            results.append(deliver(value, req, target, arr.dtype))
+        return tuple(results)
+    return backward
+
+
+def _register(op: str, local: Callable[..., np.ndarray], reduce: bool = True) -> None:
+    tape.register_backward(op)(_each_input(local, reduce))
+
+
+# -- elementwise -----------------------------------------------------------------------
+def _other(i: int, v: Sequence[np.ndarray]) -> np.ndarray:
+    return v[1 - i]
+
+
+_register("add", lambda i, g, v: g)
+_register("subtract", lambda i, g, v: g if i == 0 else -g)
+_register("multiply", lambda i, g, v: g * _other(i, v))
+_register("divide", lambda i, g, v: g / v[1] if i == 0 else -g * v[0] / (v[1] * v[1]))
+_register("power", lambda i, g, v: g * v[1] * v[0] ** (v[1] - 1) if i == 0
+          else g * v[0] ** v[1] * np.log(v[0]))
+_register("mod", lambda i, g, v: g if i == 0 else -g * np.floor(v[0] / v[1]))
+_register("maximum", lambda i, g, v: g * (v[0] >= v[1] if i == 0 else v[0] < v[1]))
+_register("minimum", lambda i, g, v: g * (v[0] <= v[1] if i == 0 else v[0] > v[1]))
+_register("negative", lambda i, g, v: -g)
+_register("abs", lambda i, g, v: g * np.sign(v[0]))
+_register("exp", lambda i, g, v: g * np.exp(v[0]))
+_register("log", lambda i, g, v: g / v[0])
+_register("sqrt", lambda i, g, v: g / (2 * np.sqrt(v[0])))
+_register("square", lambda i, g, v: 2 * v[0] * g)
+_register("tanh", lambda i, g, v: g * (1 - np.tanh(v[0]) ** 2))
+# Piecewise constant: zero gradients (MXNet's MakeZeroGradNodes).
+for _op in ("equal", "not_equal", "lesser", "lesser_equal", "greater", "greater_equal",
+            "sign", "floor", "ceil", "rint", "trunc", "floor_divide", "isnan", "isinf",
+            "isfinite", "logical_and", "logical_or", "logical_xor", "logical_not"):
+    _register(_op, lambda i, g, v: np.zeros_like(g))
+
+
+# -- reductions: attrs = (axes or None, keepdims, input shape) --------------------------
+def _expanded(grad: np.ndarray, axes: Any, keepdims: bool,
+              shape: Tuple[int, ...]) -> np.ndarray:
+    """A reduction's out_grad, broadcast back over the reduced axes of ``shape``."""
+    axes = tuple(range(len(shape))) if axes is None else axes
+    if not keepdims:
+        grad = grad.reshape(tuple(1 if i in axes else n for i, n in enumerate(shape)))
+    return np.broadcast_to(grad, shape)
+
+
+def _reduction(local: Callable[[np.ndarray, np.ndarray, Any, Tuple[int, ...]], np.ndarray]
+               ) -> Backward:
+    def backward(out_grad, inputs, attrs, reqs, targets):
+        (arr,), (req,), (target,) = inputs, reqs, targets
+        if req == "null":
+            return (None,)
+        axes, keepdims, shape = attrs
+        grad = _expanded(out_grad._plain(), axes, keepdims, shape)
+        with np.errstate(all="ignore"):
+            value = local(grad, arr._plain(), axes, shape)
+        return (deliver(value, req, target, arr.dtype),)
+    return backward
+
+
+def _count(axes: Any, shape: Tuple[int, ...]) -> int:
+    return int(np.prod([shape[a] for a in (range(len(shape)) if axes is None else axes)]))
+
+
+def _extreme_grad(which: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+    def local(grad, x, axes, shape):
+        # Every element equal to the extreme gets the gradient (MXNet's ties).
+        return grad * (x == which(x, axis=axes, keepdims=True))
+    return local
+
+
+def _prod_grad(grad, x, axes, shape):
+    """The product of the other elements, without dividing by a zero."""
+    zero = x == 0
+    nonzero = np.where(zero, 1, x)
+    others = np.prod(nonzero, axis=axes, keepdims=True)
+    zeros = np.sum(zero, axis=axes, keepdims=True)
+    return grad * np.where(zeros == 0, others / nonzero, np.where((zeros == 1) & zero, others, 0))
+
+
+tape.register_backward("sum")(_reduction(lambda grad, x, axes, shape: grad))
+tape.register_backward("mean")(_reduction(lambda grad, x, axes, shape:
+                                          grad / max(_count(axes, shape), 1)))
+tape.register_backward("max")(_reduction(_extreme_grad(np.max)))
+tape.register_backward("min")(_reduction(_extreme_grad(np.min)))
+tape.register_backward("prod")(_reduction(_prod_grad))
+
+
+@tape.register_backward("norm")
+def _norm_backward(out_grad, inputs, attrs, reqs, targets):
+    (arr,), (req,), (target,) = inputs, reqs, targets
+    if req == "null":
+        return (None,)
+    order, axes, keepdims, shape = attrs
+    grad = _expanded(out_grad._plain(), axes, keepdims, shape)
+    x = arr._plain()
+    with np.errstate(all="ignore"):
+        if order == 1:
+            value = grad * np.sign(x)
+        else:
+            norm = np.sqrt(np.sum(np.square(x, dtype=np.float64), axis=axes, keepdims=True))
+            value = grad * np.where(norm == 0, 0, x / norm)  # 0 at the origin, not NaN
+    return (deliver(value, req, target, arr.dtype),)
+
+
+# -- shapes, copies, joins ---------------------------------------------------------------
+def _single(local: Callable[[np.ndarray, Any, NDArray], np.ndarray]) -> Backward:
+    def backward(out_grad, inputs, attrs, reqs, targets):
+        (arr,), (req,), (target,) = inputs, reqs, targets
+        if req == "null":
+            return (None,)
+        return (deliver(local(out_grad._plain(), attrs, arr), req, target, arr.dtype),)
+    return backward
+
+
+tape.register_backward("reshape")(_single(lambda g, in_shape, arr: g.reshape(in_shape)))
+tape.register_backward("transpose")(_single(lambda g, perm, arr:
+                                            np.transpose(g, np.argsort(perm))))
+tape.register_backward("copy")(_single(lambda g, attrs, arr: g))
+
+
+@tape.register_backward("concat")
+def _concat_backward(out_grad, inputs, attrs, reqs, targets):
+    dim, sizes = attrs
+    parts = np.split(out_grad._plain(), np.cumsum(sizes)[:-1], axis=dim)
+    return tuple(None if req == "null" else deliver(part, req, target, arr.dtype)
+                 for part, arr, req, target in zip(parts, inputs, reqs, targets))
+
+
+@tape.register_backward("stack")
+def _stack_backward(out_grad, inputs, axis, reqs, targets):
+    grad = out_grad._plain()
+    return tuple(None if req == "null" else deliver(np.take(grad, i, axis=axis), req, target,
+                                                    arr.dtype)
+                 for i, (arr, req, target) in enumerate(zip(inputs, reqs, targets)))
+
+
+# -- indexing: attrs = (NumPy key, input shape, NumPy's result shape) -------------------
+def _scatter(advanced: bool) -> Backward:
+    def local(grad, attrs, arr):
+        key, shape, indexed_shape = attrs
+        full = np.zeros(shape, dtype=grad.dtype)
+        if advanced:  # repeated indices add up
+            np.add.at(full, key, grad.reshape(indexed_shape))
+        else:
+            full[key] = grad.reshape(indexed_shape)
+        return full
+    return _single(local)
+
+
+tape.register_backward("slice")(_scatter(False))
+tape.register_backward("take")(_scatter(True))

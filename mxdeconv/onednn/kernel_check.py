@@ -1,0 +1,432 @@
+"""Check a oneDNN plan on its real geometry against an independent computation.
+
+oneDNN picks among many kernels by shape and ISA, and some are wrong on some
+geometries: oneDNN 3.2's ``brgconv_strided`` adds a fused bias several times
+on some output pixels of layers with hundreds of channels or large kernels.
+So before a new plan's result reaches anyone, the planner runs it once here,
+on the real geometry, and compares it with the NumPy path's result:
+
+* Every value is a small integer, so every product and partial sum is exact
+  in float32 (and in bfloat16 inputs): a correct kernel agrees exactly, up to
+  the result dtype's rounding, whatever order it sums in.
+* Every image of the batch holds one image times a small factor, so a single
+  reference image (cheap) gives the expected value of every image, and every
+  batch position, channel and pixel is still compared.
+* The bias is non-zero everywhere (a bias added twice is off by at least 1),
+  and a req=add plan adds onto a known prefill.
+* A plan ending in an activation is checked so that saturation cannot hide a
+  wrong pre-activation (tanh(59) == tanh(65) in float32): see
+  :func:`forward_check` and ``docs/kernel_check.rst``.
+
+A check is made once per planner key (:func:`forward_check` and kin build it)
+and then called on each candidate plan: inputs and the reference are computed
+on the first call and reused for the next candidates.  A call returns None
+when the plan agrees, else why it does not.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import Any, Callable, ContextManager, Optional, Sequence, Tuple
+
+import numpy as np
+
+from mxdeconv.semantics import activations, deconv_numpy
+from mxdeconv._core.errors import MXNetError
+from mxdeconv._core.dtypes import BFLOAT16_NAME
+from mxdeconv.semantics.attributes import DeconvGeometry, infer_geometry
+
+#: Part of the plan cache's key: a kept choice is a verdict of this check, so
+#: this changes whenever what the check verifies does.
+CHECK_VERSION = 1
+_SEED = 20261203
+#: Per-image factors: images differ, values stay small integers.
+_BATCH_FACTORS = (1, -1, 2, -2)
+_WEIGHT_GRAD_FACTORS = (1, 2)
+#: Below this bound on a sum's magnitude, float32 represents every partial sum.
+_EXACT_LIMIT = 2 ** 24
+
+Check = Callable[[Any], Optional[str]]
+
+#: oneDNN's own acceptance bound on its float32 eltwise results, relative to
+#: max(|expected|, 1): benchdnn's threshold (tests/benchdnn/eltwise/eltwise.cpp,
+#: oneDNN v3.2) is 4e-6, and 4e-5 for the algorithms with longer
+#: approximations (tanh and soft_relu among them); relu is exact.
+ELTWISE_TOLERANCE = {"relu": 0.0, "sigmoid": 4e-6, "tanh": 4e-5, "softrelu": 4e-5}
+#: The conditioned check of a fused saturating activation scales its exact
+#: inputs by powers of two so that every pre-activation lies in [-RADIUS, RADIUS].
+RADIUS = 1.0
+#: ... and requires the smallest possible kernel error (one unit of the
+#: scaled integers) to move the result by MARGIN tolerances at least (2 would
+#: do for a kernel as far off as the bound allows).
+MARGIN = 4.0
+#: Per-image factors of the conditioned check: 1 and -1 keep the peak low.
+_ACT_BATCH_FACTORS = (1, -1)
+
+
+class Unverifiable(str):
+    """A check's reason for refusing a plan that is not a verdict on the
+    kernel: the check cannot see a wrong result on this geometry (the planner
+    takes the next candidate without a KernelDefectWarning)."""
+
+
+def _integers(rng: np.random.Generator, shape: Sequence[int],
+              nonzero: bool = False) -> np.ndarray:
+    """Small integers (int8): in [-2, 2], or in {-2, -1, 1, 2} when ``nonzero``."""
+    if nonzero:
+        return rng.choice(np.array([-2, -1, 1, 2], dtype=np.int8), size=tuple(shape))
+    return rng.integers(-2, 3, size=tuple(shape), dtype=np.int8)
+
+
+def _one_image(geom: DeconvGeometry) -> DeconvGeometry:
+    return infer_geometry(geom.param, (1,) + geom.data_shape[1:])
+
+
+def _per_image(factors: Sequence[int], batch: int, ndim: int) -> np.ndarray:
+    """Factors cycled over the batch (int8), shaped to broadcast over (N, C, *spatial)."""
+    return np.resize(np.array(factors, dtype=np.int8), batch).reshape(
+        (batch,) + (1,) * (ndim - 1))
+
+
+def _reference_dtype(bound: float) -> np.dtype:
+    """float32 when every partial sum is exact in it (twice as fast), else float64."""
+    return np.dtype(np.float32 if bound < _EXACT_LIMIT else np.float64)
+
+
+def _compare(what: str, got: Optional[np.ndarray], expected: Any, bound: float,
+             dtype: np.dtype,
+             tolerance: Optional[Callable[[np.ndarray], Any]] = None) -> Optional[str]:
+    """None if ``got`` equals the expected values within what exact integer
+    inputs allow.  ``expected`` is an array, or a function of an image index
+    giving that image's expected values (compared one image at a time, so the
+    check's memory stays near one image beyond the result itself).
+
+    ``bound`` bounds the magnitude of every partial sum: below 2**24 float32
+    sums are exact (tolerance 0.5, far below the error of any wrong term);
+    above, rounding of the partial sums is allowed for.  ``tolerance``, a
+    function of the expected values, replaces that for results that are not
+    integers (activations).  A bfloat16 result is rounded to 8 significant
+    bits on top.
+    """
+    if got is None:
+        return f"{what}: no result"
+    images = ((n, expected(n)) for n in range(got.shape[0])) if callable(expected) else \
+        [(None, expected)]
+    wrong_total, worst = 0, None
+    for image, want in images:
+        have = got if image is None else got[image]
+        if have.shape != want.shape:
+            return f"{what}: shape {have.shape}, expected {want.shape}"
+        if tolerance is None:
+            if bound < _EXACT_LIMIT and have.dtype == want.dtype and \
+                    np.array_equal(have, want):
+                continue  # exact, as a right kernel is here: one pass, no temporaries
+            allowed = 0.5 + (bound * 2.0 ** -20 if bound >= _EXACT_LIMIT else 0.0)
+        else:
+            allowed = tolerance(want)
+        if str(dtype) == BFLOAT16_NAME:  # a oneDNN dtype name, or the NumPy dtype
+            allowed = allowed + np.abs(want) * 2.0 ** -7
+        error = np.abs(have.astype(want.dtype) - want)
+        wrong = ~(error <= allowed)  # NaN counts as wrong
+        if tolerance is None and bound < _EXACT_LIMIT:
+            # Every partial sum is an integer, exact in float32 and an integer
+            # again once rounded to bfloat16: a fraction is a wrong value within
+            # the rounding allowance (a kernel reading uninitialised memory).
+            exact = have.astype(np.float64)
+            wrong |= exact != np.rint(exact)
+        count = int(wrong.sum())
+        if not count:
+            continue
+        wrong_total += count
+        at = np.unravel_index(int(np.argmax(np.where(
+            wrong, np.nan_to_num(error, nan=np.inf), -1.0))), error.shape)
+        if worst is None or not error[at] <= worst[0]:
+            index = at if image is None else (image,) + tuple(at)
+            worst = (float(error[at]), index, float(want[at]), float(have[at]))
+    if worst is None:
+        return None
+    return (f"{what}: {wrong_total} of {got.size} values wrong, max error {worst[0]:g} at "
+            f"{tuple(int(i) for i in worst[1])} (expected {worst[2]:g}, got {worst[3]:g})")
+
+
+class CheckUnavailable(MXNetError):
+    """The check could not run (not enough memory): no verdict on the kernel."""
+
+
+def _run(what: str, run: Callable[[], Any]) -> Tuple[Any, Optional[str]]:
+    """The plan's result, or the failure as a reason (a kernel may also crash out).
+    Running out of memory says nothing about the kernel: it is not a verdict."""
+    try:
+        return run(), None
+    except MemoryError as error:
+        raise CheckUnavailable(f"{what}: not enough memory to run the check ({error})") \
+            from None
+    except Exception as error:  # noqa: BLE001 - any failure rejects the candidate
+        return None, f"{what}: {type(error).__name__}: {error}"
+
+
+_blas: list = []  # the threadpoolctl controller of NumPy's BLAS, made on first use
+
+
+def _one_blas_thread() -> ContextManager[Any]:
+    """The references' BLAS on one thread.  NumPy's OpenBLAS keeps its threads
+    spinning after a call, as OpenMP keeps oneDNN's: on a machine with as many
+    cores as oneDNN's team, the two pools took turns, and a generator's first
+    training step (nine checks between oneDNN calls) took twice as long.  One
+    BLAS thread computes a reference image in a few milliseconds.  (The limit
+    is process-wide while it lasts, as threadpoolctl's are.)"""
+    if not _blas:
+        try:
+            import threadpoolctl  # here, not at import: about 15 ms
+            _blas.append(threadpoolctl.ThreadpoolController())
+        except Exception:  # noqa: BLE001 - only slower without it, never wrong
+            _blas.append(None)
+    if _blas[0] is None:
+        return contextlib.nullcontext()
+    return _blas[0].limit(limits=1, user_api="blas")
+
+
+def _lazy(prepare: Callable[[], Check]) -> Check:
+    """A check whose inputs and reference are made on its first call only."""
+    prepared: list = []
+
+    def check(plan: Any) -> Optional[str]:
+        if not prepared:
+            try:
+                with _one_blas_thread():
+                    prepared.append(prepare())
+            except MemoryError as error:
+                raise CheckUnavailable(f"not enough memory for the check's reference "
+                                       f"({error})") from None
+        return prepared[0](plan)
+    return check
+
+
+class _ForwardCase:
+    """The forward check's exact inputs and reference: data_n = factor_n * x,
+    so out_n = factor_n * ref(x) + bias (+ prefill)."""
+
+    def __init__(self, geom: DeconvGeometry, dtype: Any, accumulate: bool) -> None:
+        rng = np.random.default_rng(_SEED)
+        param = geom.param
+        self.dtype = dtype
+        self.bound = 8.0 * geom.in_channels // param.num_group * math.prod(param.kernel) + 4.0
+        self.ref_dtype = _reference_dtype(self.bound)
+        one = _one_image(geom)
+        self.image = _integers(rng, one.data_shape)
+        self.weight = _integers(rng, geom.weight_shape)
+        self.batch, self.ndim = geom.data_shape[0], len(geom.data_shape)
+        factors = _per_image(_BATCH_FACTORS, self.batch, self.ndim)
+        self.reference = deconv_numpy.forward(one, self.image.astype(self.ref_dtype),
+                                          self.weight.astype(self.ref_dtype), None)[0]
+        self.bias = None if geom.bias_shape is None else _integers(rng, geom.bias_shape,
+                                                                   nonzero=True)
+        self.prefill = _integers(rng, geom.out_shape) if accumulate else None
+        self.inputs = ((factors * self.image).astype(dtype), self.weight.astype(dtype),
+                       None if self.bias is None else self.bias.astype(dtype),
+                       None if self.prefill is None else self.prefill.astype(dtype))
+
+    def channel_bias(self) -> Any:
+        """The bias broadcast over one image (0 without one)."""
+        if self.bias is None:
+            return 0
+        return self.bias.reshape((-1,) + (1,) * (self.reference.ndim - 1)).astype(
+            self.ref_dtype)
+
+    def expected(self, n: int, factors: Sequence[int] = _BATCH_FACTORS) -> np.ndarray:
+        want = factors[n % len(factors)] * self.reference + self.channel_bias()
+        if self.prefill is not None:
+            want += self.prefill[n]
+        return want
+
+    def check_exact(self, what: str, run: Callable[..., Any]) -> Optional[str]:
+        got, failure = _run(what, lambda: run(*self.inputs))
+        return failure or _compare(what, got, self.expected, self.bound, self.dtype)
+
+
+def forward_check(geom: DeconvGeometry, dtype: Any, accumulate: bool,
+                  act_type: Optional[str] = None) -> Check:
+    """Forward: data_n = factor_n * x, so out_n = factor_n * ref(x) + bias (+ prefill).
+
+    With ``act_type`` (a plan ending in an activation; never with
+    ``accumulate``) the check depends on how the plan applies it:
+
+    * by a separate eltwise primitive: the result before it must agree exactly,
+      and the activation of that result within oneDNN's eltwise bound;
+    * fused relu: exactly, twice, on the inputs and on the inputs negated,
+      so that every pre-activation is seen on the positive side in one run;
+    * fused sigmoid, tanh or softrelu: on *conditioned* inputs, the same small
+      integers scaled by powers of two (every product and sum stays exact) so
+      that every pre-activation lies in [-RADIUS, RADIUS], where the
+      activation's slope is at least ``f'(RADIUS)``; the result must agree
+      with the float64 activation of the exact pre-activation within
+      oneDNN's eltwise bound (:data:`ELTWISE_TOLERANCE`), and the check only
+      runs where one unit of error moves the result by MARGIN bounds or more
+      (elsewhere it returns :class:`Unverifiable`).
+    """
+    if act_type is not None:
+        if accumulate:
+            raise MXNetError(f"forward_check: an activation (act_type={act_type!r}) "
+                             "cannot follow req=add (accumulate=True)")
+        return _lazy(lambda: _activation_check(_ForwardCase(geom, dtype, False), act_type))
+
+    def prepare() -> Check:
+        case = _ForwardCase(geom, dtype, accumulate)
+        return lambda plan: case.check_exact("forward", plan.run_plain)
+    return _lazy(prepare)
+
+
+def can_check_fused(act_type: str, dtype: Any) -> bool:
+    """Whether a fused ``act_type`` can be checked in ``dtype`` at all: relu is
+    exact in any dtype; a saturating activation's result in bfloat16 is
+    rounded to 8 bits, far coarser than the slope-times-unit the conditioned
+    check must see, so those are run by a separate primitive instead."""
+    return act_type == "relu" or str(dtype) == "float32"
+
+
+def _slope_floor(act_type: str, radius: float) -> float:
+    """The smallest slope of ``act_type`` on [-radius, radius]: each activation
+    here is monotone with a bell-shaped or increasing slope, so at an end."""
+    ends = activations.forward(np.array([-radius, radius]), act_type)
+    return float(activations.derivative(ends, act_type).min())
+
+
+def _activation_tolerance(act_type: str) -> Callable[[np.ndarray], np.ndarray]:
+    relative = ELTWISE_TOLERANCE[act_type]
+    return lambda want: relative * np.maximum(np.abs(want), 1.0)
+
+
+def _activation_check(case: _ForwardCase, act_type: str) -> Check:
+    dtype = case.dtype
+    tolerance = _activation_tolerance(act_type)
+    what = f"forward with {act_type}"
+
+    def activated(n: int, factors: Sequence[int] = _BATCH_FACTORS, sign: int = 1,
+                  unit: float = 1.0) -> np.ndarray:
+        return activations.forward(sign * unit * case.expected(n, factors).astype(np.float64),
+                                  act_type)
+
+    def check_separate(plan: Any) -> Optional[str]:
+        reason = case.check_exact(f"forward before {act_type}",
+                                  lambda *a: plan.run_plain(*a, activate=False))
+        if reason is not None:
+            return reason
+        got, failure = _run(what, lambda: plan.run_plain(*case.inputs))
+        return failure or _compare(what, got, activated, case.bound, dtype, tolerance)
+
+    def check_relu(plan: Any) -> Optional[str]:
+        data, weight, bias, _ = case.inputs
+        for sign, inputs in ((1, (data, weight, bias)),
+                             (-1, (-data, weight, None if bias is None else -bias))):
+            got, failure = _run(what, lambda: plan.run_plain(*inputs))
+            reason = failure or _compare(
+                what + ("" if sign > 0 else " (inputs negated)"), got,
+                lambda n: activated(n, sign=sign), case.bound, dtype)
+            if reason is not None:
+                return reason
+        return None
+
+    # The conditioned inputs of a fused saturating activation.
+    factors = _ACT_BATCH_FACTORS
+    peak = max(float(np.abs(f * case.reference + case.channel_bias()).max(initial=0.0))
+               for f in factors)
+    shift = max(0, math.ceil(math.log2(peak / RADIUS))) if peak > 0 else 0
+    unit = 2.0 ** -shift               # one unit of the exact integers, scaled
+    data_shift = shift // 2            # the scale split between data and weight
+    floor = _slope_floor(act_type, RADIUS + unit)
+    ceiling = float(np.abs(activations.forward(np.array([-RADIUS - unit, RADIUS + unit]),
+                                              act_type)).max())
+    allowed = ELTWISE_TOLERANCE[act_type] * max(ceiling, 1.0)
+    visible = floor * unit >= MARGIN * allowed
+    if case.bias is None:
+        scaled_bias = None
+    else:
+        scaled_bias = (case.bias * unit).astype(dtype)
+    scaled = ((_per_image(factors, case.batch, case.ndim) * case.image
+               * 2.0 ** -data_shift).astype(dtype),
+              (case.weight * 2.0 ** (data_shift - shift)).astype(dtype), scaled_bias)
+
+    def check_conditioned(plan: Any) -> Optional[str]:
+        if not visible:
+            return Unverifiable(
+                f"{what}: a fused {act_type} cannot be checked on this layer (its exact "
+                f"pre-activations reach {peak:g}: scaled into [-{RADIUS:g}, {RADIUS:g}], "
+                f"one unit of error moves the result by {floor * unit:.2g}, under "
+                f"{MARGIN:g} times oneDNN's eltwise bound {allowed:.2g})")
+        got, failure = _run(what, lambda: plan.run_plain(*scaled))
+        return failure or _compare(what + " (conditioned inputs)", got,
+                                   lambda n: activated(n, factors, unit=unit), case.bound,
+                                   dtype, tolerance)
+
+    def check(plan: Any) -> Optional[str]:
+        if plan.act_type != act_type:
+            return f"{what}: the plan applies {plan.act_type!r}"
+        if not plan.act_fused:
+            return check_separate(plan)
+        if act_type == "relu":
+            return check_relu(plan)
+        return check_conditioned(plan)
+    return check
+
+
+def backward_data_check(geom: DeconvGeometry, dtype: Any) -> Check:
+    """Backward data: out_grad_n = factor_n * g, so data_grad_n = factor_n * ref(g)."""
+    def prepare() -> Check:
+        rng = np.random.default_rng(_SEED + 1)
+        param = geom.param
+        bound = 8.0 * (param.num_filter // param.num_group) * math.prod(param.kernel)
+        ref_dtype = _reference_dtype(bound)
+        one = _one_image(geom)
+        grad = _integers(rng, one.out_shape)
+        weight = _integers(rng, geom.weight_shape)
+        factors = _per_image(_BATCH_FACTORS, geom.data_shape[0], len(geom.data_shape))
+        reference = deconv_numpy.backward(one, grad.astype(ref_dtype),
+                                      np.broadcast_to(np.zeros((), ref_dtype), one.data_shape),
+                                      weight.astype(ref_dtype), need_data=True,
+                                      need_weight=False, need_bias=False)[0][0]
+        scale = np.asarray(_BATCH_FACTORS, dtype=ref_dtype)
+        inputs = ((factors * grad).astype(dtype), weight.astype(dtype))
+
+        def check(plan: Any) -> Optional[str]:
+            got, failure = _run("backward data", lambda: plan.run_plain(*inputs))
+            return failure or _compare("backward data", got,
+                                       lambda n: scale[n % len(scale)] * reference, bound,
+                                       dtype)
+        return check
+    return _lazy(prepare)
+
+
+def backward_weights_check(geom: DeconvGeometry, dtype: Any) -> Check:
+    """Backward weights: data_n = factor_n * x and out_grad_n = g, so
+    weight_grad = sum(factors) * ref(x, g) and bias_grad = N * ref_bias(g)."""
+    def prepare() -> Check:
+        rng = np.random.default_rng(_SEED + 2)
+        batch = geom.data_shape[0]
+        bound = 8.0 * batch * math.prod(geom.spatial_in)
+        bias_bound = 2.0 * batch * math.prod(geom.spatial_out)
+        ref_dtype = _reference_dtype(max(bound, bias_bound))
+        one = _one_image(geom)
+        image = _integers(rng, one.data_shape)
+        grad = _integers(rng, one.out_shape)
+        factors = _per_image(_WEIGHT_GRAD_FACTORS, batch, len(geom.data_shape))
+        unused_weight = np.broadcast_to(np.zeros((), ref_dtype), geom.weight_shape)
+        _, weight_ref, bias_ref = deconv_numpy.backward(
+            one, grad.astype(ref_dtype), image.astype(ref_dtype), unused_weight,
+            need_data=False, need_weight=True, need_bias=geom.bias_shape is not None)
+        weight_expected = int(factors.sum()) * weight_ref
+        bias_expected = None if bias_ref is None else batch * bias_ref
+        inputs = ((factors * image).astype(dtype),
+                  np.broadcast_to(grad, geom.out_shape).astype(dtype))
+
+        def check(plan: Any) -> Optional[str]:
+            got, failure = _run("backward weights", lambda: plan.run_plain(*inputs))
+            if failure:
+                return failure
+            weight_grad, bias_grad = got
+            reason = _compare("backward weights", weight_grad, weight_expected, bound, dtype)
+            if reason is None and bias_expected is not None:
+                reason = _compare("backward bias", bias_grad, bias_expected, bias_bound,
+                                  dtype)
+            return reason
+        return check
+    return _lazy(prepare)

@@ -1,0 +1,911 @@
+"""The planner: the fastest correct oneDNN plan for each pass of a layer.
+
+For a new (pass, geometry, dtype, mode, thread count) it walks the candidates
+oneDNN offers (``_ops.*_candidates``: each implementation in each layout family
+for the data tensors, oneDNN's or plain weights, the bias fused or added by a
+separate primitive, reference kernels last).  No plan reaches a result before
+its output agreed with an independent computation on the real geometry
+(:mod:`mxdeconv.onednn.kernel_check`); each one that disagrees raises one
+:class:`~mxdeconv.KernelDefectWarning`.
+
+* **First call**: the first candidate that agrees runs right away (oneDNN's own
+  first choice when it is correct; candidates of a kernel known to be wrong on
+  some layers, :func:`_known_suspect`, are tried last).
+* **Later calls** (tuning on, the default): a :class:`_Tuner` times the
+  candidates *end to end for the mode* (the primitives plus the reorders the
+  call implies: default-layout inputs into the plan's layouts, results back,
+  the weight on every training call unless the plan takes it plain), at the
+  caller's thread count and, for small layers, on one thread, one unit of
+  work at a time, paid for by the calls (each costs on average at most
+  TUNE_SHARE more); the fastest candidate that agrees then replaces the first.
+  :func:`finish_tuning` tunes every pending pass to the end now, and
+  ``MXDECONV_TUNE=eager`` (:func:`set_eager_tuning`) at the first call.
+* With tuning off (``MXDECONV_TUNE=0`` or :func:`set_tuning`) the first
+  candidate that agrees stays.
+
+Tuning a pass costs at most ``max(TUNE_FLOOR_S, min(TUNE_FACTOR x the first
+candidate's time, TUNE_CEILING_S))`` of timing after the first candidate (plus
+that one, the candidate running when the bound is reached, and the checks),
+once per machine: choices (first and tuned) are kept in memory and on disk
+(:mod:`mxdeconv.onednn.plan_store`).  A kept choice is a verdict of the check on its
+key; read back from a file only this user can have written it is used as is,
+from any other it is checked again.  When no candidate agrees, or oneDNN has
+none, the answer is :class:`Unavailable` and the call runs on the NumPy path.
+
+Plans hold primitives whose execution state is per thread, so they are cached
+per thread (``_ops``' LRU cache); the *choice* is remembered per process, so
+another thread builds the chosen candidate directly.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import statistics
+import threading
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import (Any, Callable, Dict, Generator, Iterable, List, Optional, Sequence,
+                    Tuple, Union)
+
+from . import kernel_check, plan_store
+from ._loader import ops as _ops
+from mxdeconv._core.errors import KernelDefectWarning, MXNetError
+from mxdeconv.semantics.attributes import DeconvGeometry
+
+#: The tuning bound per pass: TUNE_FACTOR times the first candidate's time,
+#: within [TUNE_FLOOR_S, TUNE_CEILING_S], from the first candidate's
+#: measurement on (building later candidates counts, the final checks do not).
+TUNE_FACTOR, TUNE_FLOOR_S, TUNE_CEILING_S = 50, 0.03, 2.0
+#: How many of the fastest candidates of the first, two-run estimate are timed
+#: again, over several runs, before the fastest correct one is chosen.
+REFINE = 4
+#: Estimates shorter than this are taken again, the fastest run kept (noise
+#: matters more there; a long run is steady, and a second one would double
+#: tuning a big layer): up to SHORT_RUNS more runs within SHORT_RUNS_S, since
+#: tiny layers' candidates differ by less than one preempted run.
+SECOND_RUN_BELOW_S = 0.005
+SHORT_RUNS, SHORT_RUNS_S = 15, 0.0005
+#: Below this many multiply-adds a pass is also tried on one thread (OpenMP's
+#: fork/join costs more than the work); above it, only on the caller's count.
+ONE_THREAD_MACS = 32_000_000
+#: A candidate on several threads must be this much faster than one on one
+#: thread to be preferred (a fraction, and seconds): on a small layer their
+#: times differ by less than OpenMP's fork/join varies from run to run (timed
+#: back to back, a team looks faster than it is between real calls), and one
+#: thread leaves the other cores free.
+MORE_THREADS_MARGIN, MORE_THREADS_MARGIN_S = 0.05, 1e-6
+#: Part of the on-disk key: bumped whenever the candidates a pass enumerates
+#: change (a kept choice names its candidate by position) or the tuner's rules
+#: do (a kept choice is what they chose).  2: direct forward and backward-data
+#: convolutions; 3: direct backward weights; 4: the bound after the first
+#: candidate, the thread margins; 5: an entry is a verdict (taken without a
+#: new check from a private file).
+PLANNER_VERSION = 5
+#: While a layer pass is tuned on its calls, each call costs on average at most
+#: this fraction of its own time more (see _Tuner).
+TUNE_SHARE = 0.25
+#: A tuner's first unit is taken to cost this many calls (building, timing the
+#: reorders, warm-up and timed runs) until one has been measured.
+UNIT_CALLS = 4
+#: The most calls a prepared call serves between two visits to the planner
+#: while its layer is tuned (a tiny layer's unit can cost thousands of calls).
+MAX_SERVED = 100_000
+
+
+def _env_tuning() -> Tuple[bool, bool]:
+    """(tuning on, eager) from MXDECONV_TUNE: 0/1, or "eager" (tune a new
+    layer to the end at its first call, as before the tuner ran on calls)."""
+    value = os.environ.get("MXDECONV_TUNE", "1").strip().lower()
+    if value in ("0", "false", "off", "no"):
+        return False, False
+    if value == "eager":
+        return True, True
+    if value not in ("1", "true", "on", "yes", ""):
+        warnings.warn(f"MXDECONV_TUNE={value!r} is not 0/1/true/false/on/off/yes/no/eager; "
+                      "tuning stays on", RuntimeWarning, stacklevel=2)
+    return True, False
+
+
+_tuning, _eager = _env_tuning()
+
+
+def _flag(setter: str, enabled: Any) -> bool:
+    if not isinstance(enabled, bool):
+        raise TypeError(f"{setter}: enabled must be a bool, got {enabled!r} "
+                        f"of type {type(enabled).__name__}")
+    return enabled
+
+
+def set_tuning(enabled: bool) -> bool:
+    """Time candidates and keep the fastest correct one (True, the default), or
+    take the first correct one in oneDNN's order (False); returns the old value.
+    Calls from then on use the plans of the new setting (both are kept)."""
+    global _tuning
+    previous, _tuning = _tuning, _flag("set_tuning", enabled)
+    return previous
+
+
+def tuning() -> bool:
+    """Whether new plans are tuned (see :func:`set_tuning`)."""
+    return _tuning
+
+
+def set_eager_tuning(enabled: bool) -> bool:
+    """Tune a new layer pass to the end at its first call (True; also
+    ``MXDECONV_TUNE=eager``), or on its later calls (False, the default);
+    returns the old value.  Either way the result is the same choice."""
+    global _eager
+    previous, _eager = _eager, _flag("set_eager_tuning", enabled)
+    return previous
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    """No oneDNN plan can run this pass; ``reason`` says why."""
+
+    reason: str
+
+
+@dataclass
+class Measured:
+    """One candidate the tuner timed: its end-to-end seconds for the mode."""
+
+    candidate: str
+    threads: int
+    seconds: float
+    verdict: str = "not checked (a faster candidate agreed)"
+
+
+@dataclass
+class Choice:
+    """What the planner decided for one key, kept for the process."""
+
+    index: Optional[int]               # the chosen candidate's position, None: none
+    threads: int = 1
+    impl: str = ""
+    how: str = "first correct candidate"   # or "tuned", "kept from an earlier run"
+    rejected: List[Tuple[str, str]] = field(default_factory=list)  # (candidate, why)
+    measured: List[Measured] = field(default_factory=list)
+    seconds: float = 0.0               # time spent choosing
+    reason: str = ""                   # why nothing was chosen
+    transient: bool = False            # nothing chosen for now (memory), not for good
+    tuner: Optional["_Tuner"] = field(default=None, repr=False)  # tuning on later calls
+
+    def verdict(self) -> str:
+        """What explain() prints: the choice, the check, the alternatives."""
+        if self.index is None:
+            return f"no oneDNN plan: {self.reason}"
+        text = (f"{self.how}: {self.impl} on {self.threads} thread(s), checked on this "
+                f"geometry against the NumPy path (exact small-integer inputs) and agreed "
+                f"({self.seconds * 1e3:.1f} ms to choose)")
+        if self.tuner is not None:
+            text += (f"; tuning on this layer's calls: {self.tuner.steps} step(s), "
+                     f"{self.tuner.seconds * 1e3:.1f} ms so far")
+        for candidate, why in self.rejected:
+            text += f"; rejected {candidate}: {why}"
+        if self.measured:
+            text += "\n  measured (end to end for this mode):"
+            for m in sorted(self.measured, key=lambda m: m.seconds):
+                text += (f"\n    {m.seconds * 1e6:10.1f} us  {m.candidate} on {m.threads} "
+                         f"thread(s): {m.verdict}")
+        return text
+
+
+_choices = _ops.LRUCache(1 << 14) if _ops is not None else None
+_store = plan_store.PlanStore(plan_store.default_path)  # located on first use
+_warned: set = set()
+
+
+def _warn(candidate: Any, geom: DeconvGeometry, reason: str) -> None:
+    if isinstance(reason, kernel_check.Unverifiable):
+        return  # not a verdict on the kernel: the check cannot see its errors here
+    key = (candidate.impl, candidate.family, candidate.bias_fused,
+           getattr(candidate, "act_type", None), getattr(candidate, "act_fused", False), geom)
+    if key in _warned:
+        return
+    _warned.add(key)
+    warnings.warn(KernelDefectWarning(
+        f"oneDNN kernel {candidate!r} gave a wrong result on data {geom.data_shape} -> "
+        f"{geom.out_shape}, kernel={geom.param.kernel}, stride={geom.param.stride}, "
+        f"dilate={geom.param.dilate}, pad_l={geom.pad_l}, pad_r={geom.pad_r}, "
+        f"num_group={geom.param.num_group}, bias={geom.bias_shape is not None}: {reason}; "
+        "another plan is used instead"), stacklevel=2)
+
+
+# -- what a plan costs, end to end ------------------------------------------------
+class _Costs:
+    """Times primitives and the reorders a mode implies, once each per tuning."""
+
+    def __init__(self) -> None:
+        self._reorders: Dict[tuple, float] = {}
+
+    #: False: one run after a warm-up (the cheap estimate); True: the median of
+    #: enough runs to steady small layers, few for big ones.
+    precise = False
+
+    @staticmethod
+    def _median(times: List[float]) -> float:
+        return statistics.median(times)
+
+    def run(self, plan: Any) -> float:
+        """One run after a warm-up, the faster of two for short ones (the cheap
+        estimate: one short run alone let a single hiccup drop the best
+        candidate before the precise round), or the median of several."""
+        once = _ops.bench_raw(plan, 1)[0]
+        if once < SECOND_RUN_BELOW_S:
+            # The fastest of a few more runs: two microsecond-scale candidates
+            # differ by less than one hiccup, and only REFINE of them get a
+            # second look.
+            runs = max(1, min(SHORT_RUNS, int(SHORT_RUNS_S / max(once, 1e-7))))
+            once = min(once, min(_ops.bench_raw(plan, runs)))
+        if not self.precise:
+            return once
+        repeats = max(3, min(25, int(0.01 / max(once, 1e-7))))
+        return self._median(_ops.bench_raw(plan, repeats))
+
+    def reorder(self, src: Any, dst: Any) -> float:
+        key = (src.key, dst.key, _ops.get_num_threads())
+        if key not in self._reorders:
+            self._reorders[key] = self._median(_ops.time_reorder(src, dst, 9))
+        return self._reorders[key]
+
+    def into(self, layout: Any) -> float:
+        """A default-layout array into ``layout``."""
+        return 0.0 if layout.is_plain else self.reorder(layout.plain, layout.desc)
+
+    def out_of(self, layout: Any) -> float:
+        """A result in ``layout`` back to the default layout."""
+        return 0.0 if layout.is_plain else self.reorder(layout.desc, layout.plain)
+
+
+def _forward_cost(costs: _Costs, plan: Any, training: bool, accumulate: bool) -> float:
+    if plan.bias is not None and not plan.bias_fused and plan.dst.desc.dtype == "bfloat16":
+        # A separate bias rounds a bfloat16 result twice: such a plan is only
+        # for when no fused one is correct (the fallback after the timed ones).
+        return math.inf
+    seconds = costs.run(plan) + costs.into(plan.src) + costs.out_of(plan.dst)
+    if accumulate:
+        seconds += costs.into(plan.dst)  # the target seeds dst
+    if training:
+        seconds += costs.into(plan.weights)  # once per step: the weight changes
+    return seconds
+
+
+def _backward_weights_cost(costs: _Costs, plan: Any) -> float:
+    return (costs.run(plan) + costs.into(plan.src) + costs.into(plan.diff_dst)
+            + costs.out_of(plan.diff_weights))
+
+
+def _backward_data_cost(costs: _Costs, plan: Any, shared: Any) -> float:
+    diff_dst = 0.0 if shared is not None and plan.diff_dst == shared else \
+        costs.into(plan.diff_dst)
+    return (costs.run(plan) + diff_dst + costs.into(plan.weights)
+            + costs.out_of(plan.diff_src))
+
+
+# -- choosing ----------------------------------------------------------------------
+def _thread_options(geom: DeconvGeometry) -> List[int]:
+    """Thread counts to try: a small layer on one thread first (OpenMP's
+    fork/join can cost more than its work), then on the caller's count."""
+    threads = _ops.get_num_threads()
+    param = geom.param
+    macs = (geom.data_shape[0] * geom.in_channels * math.prod(geom.spatial_in)
+            * param.num_filter // param.num_group * math.prod(param.kernel))
+    if threads == 1 or not _tuning:
+        return [threads]
+    return [1, threads] if macs < ONE_THREAD_MACS else [threads]
+
+
+def _known_suspect(geom: DeconvGeometry) -> Callable[[Any], bool]:
+    """Candidates of a kernel known to be wrong on some geometries of this
+    kind: oneDNN 3.2's brgemm deconvolution (``brg_conv:<isa>+brgconv_strided``)
+    with the forward bias fused (docs/kernel_check.rst; the same kernel behind
+    the convolution wrapper, ``conv:any+...``, is right).  A first plan tries
+    them last, which saves running a defective one on the layers it breaks;
+    the tuner still times and checks them, and on the layers where they are
+    right they can win."""
+    def suspect(candidate: Any) -> bool:
+        return (geom.bias_shape is not None and candidate.bias_fused
+                and candidate.impl.startswith("brg_conv:")
+                and "brgconv_strided" in candidate.impl)
+    return suspect
+
+
+def _first_correct(geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
+                   check: Callable[[Any], Optional[str]], threads: int,
+                   skip: Iterable[int] = (),
+                   suspect: Optional[Callable[[Any], bool]] = None
+                   ) -> Tuple[Optional[Any], Optional[Any], List[Tuple[str, str]]]:
+    """The first candidate (not in ``skip``; those ``suspect`` names last)
+    whose plan agrees, its plan, the rejections."""
+    rejected: List[Tuple[str, str]] = []
+    skip = set(skip)
+    deferred: List[Any] = []
+
+    def ordered() -> Iterable[Any]:
+        for candidate in candidates():
+            if suspect is not None and suspect(candidate):
+                deferred.append(candidate)
+            else:
+                yield candidate
+        yield from deferred
+
+    with _ops.using_threads(threads):
+        for candidate in ordered():
+            if candidate.index in skip:
+                continue
+            try:
+                plan = candidate.build()
+            except MXNetError as error:
+                rejected.append((repr(candidate), str(error)))
+                continue
+            reason = check(plan)
+            if reason is None:
+                return candidate, plan, rejected
+            rejected.append((repr(candidate), reason))
+            _warn(candidate, geom, reason)
+    return None, None, rejected
+
+
+Units = Generator[None, None, Tuple[Choice, Any]]
+
+
+@dataclass
+class _Timed:
+    """A candidate the tuner timed (its plan is built again when needed)."""
+
+    seconds: float
+    threads: int
+    candidate: Any
+
+
+def _tuning_units(geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
+                  check: Callable[[Any], Optional[str]], costs: "_Costs",
+                  cost: Callable[[Any], float], agreed: Iterable[Tuple[int, int]] = ()
+                  ) -> Units:
+    """The tuner, as units of work with a yield after each (one candidate built
+    and estimated, one estimate refined, one plan checked), so that it can run
+    all at once or spread over a layer's calls; returns the choice and its plan.
+
+    Every candidate is estimated within the bound (the faster of two runs
+    each), the fastest few are timed again precisely, then checked fastest
+    first; ``agreed`` lists (candidate index, threads) already checked.  The
+    bound counts only the units' own time, not what runs between them.
+
+    No plan outlives the unit that built it: oneDNN's library-managed
+    scratchpad is per thread (a primitive created on one thread reads the
+    scratchpad of the thread that runs it, and one destroyed on another
+    thread releases that thread's), and the units of a tuner spread over the
+    calls run on whichever threads call the layer.  A unit that needs a plan
+    builds it again (oneDNN's primitive cache makes that cheap)."""
+    timed: List[_Timed] = []
+    rejected: List[Tuple[str, str]] = []
+    options = _thread_options(geom)
+    agreed = set(agreed)
+    costs.precise = False
+    share = None  # each thread count gets an equal part of the bound
+    for threads in options:
+        with _ops.using_threads(threads):
+            remaining = iter(candidates())
+        spent = 0.0
+        while share is None or spent <= share:
+            begun = time.perf_counter()
+            with _ops.using_threads(threads):
+                candidate = next(remaining, None)
+                if candidate is None:
+                    break
+                if candidate.is_reference:
+                    continue
+                try:
+                    seconds = cost(candidate.build())
+                except MXNetError as error:
+                    rejected.append((repr(candidate), str(error)))
+                    seconds = math.inf
+            if share is None and not math.isinf(seconds):
+                bound = max(TUNE_FLOOR_S, min(TUNE_FACTOR * seconds, TUNE_CEILING_S))
+                share = bound / len(options)
+                # The bound starts once the first candidate is measured:
+                # building it (JIT, first touch) can take longer than the
+                # whole bound on a mid-size layer, which then compared nothing.
+            else:
+                spent += time.perf_counter() - begun
+            if not math.isinf(seconds):  # inf: not a contender (see the cost functions)
+                timed.append(_Timed(seconds, threads, candidate))
+            yield
+    costs.precise = True
+    timed.sort(key=lambda entry: entry.seconds)
+    for entry in timed[:REFINE]:
+        with _ops.using_threads(entry.threads):
+            entry.seconds = cost(entry.candidate.build())
+        yield
+    timed.sort(key=lambda entry: _ranking((entry.seconds, entry.threads)))
+    measured = [Measured(repr(e.candidate), e.threads, e.seconds) for e in timed]
+    for position, entry in enumerate(timed):
+        candidate, threads = entry.candidate, entry.threads
+        plan = None
+        with _ops.using_threads(threads):
+            try:
+                plan = candidate.build()
+                reason = None if (candidate.index, threads) in agreed else check(plan)
+            except MXNetError as error:
+                reason = str(error)
+        if reason is None:
+            measured[position].verdict = "chosen: agreed"
+            return Choice(candidate.index, threads, candidate.impl, "tuned", rejected,
+                          measured), plan
+        del plan  # not past this unit (see above)
+        measured[position].verdict = f"rejected: {reason}"
+        rejected.append((repr(candidate), reason))
+        _warn(candidate, geom, reason)
+        yield
+    # Nothing timed agreed: correctness first, whatever the time.
+    threads = _ops.get_num_threads()
+    tried = [e.candidate.index for e in timed if e.threads == threads]
+    candidate, plan, more = _first_correct(geom, candidates, check, threads, tried)
+    rejected += more
+    if candidate is None:
+        return Choice(None, rejected=rejected, measured=measured), None
+    return Choice(candidate.index, threads, candidate.impl, "first correct candidate",
+                  rejected, measured), plan
+
+
+def _to_the_end(units: Units) -> Tuple[Choice, Any]:
+    while True:
+        try:
+            next(units)
+        except StopIteration as stop:
+            return stop.value
+
+
+def _ranking(entry: Sequence[Any]) -> float:
+    """A timed candidate's rank: its seconds, plus the margins on several threads."""
+    seconds, threads = entry[0], entry[1]
+    if threads > 1:
+        return seconds * (1 + MORE_THREADS_MARGIN) + MORE_THREADS_MARGIN_S
+    return seconds
+
+
+class _Tuner:
+    """Tunes one planner key a unit at a time on the key's later calls.
+
+    Each call earns TUNE_SHARE of a call's time (:func:`serve`, :func:`ran`),
+    and a unit runs once the time earned covers what the last unit cost (at
+    first, UNIT_CALLS calls): units are paid for before they run, so while a
+    layer is tuned its calls cost on average at most TUNE_SHARE more, and a
+    short script pays nothing.
+    One thread at a time steps a tuner (a call that finds it busy runs on).
+    ``settle`` receives the tuned choice, its plan and a note once the units
+    end (None, None and why, when they failed).
+    """
+
+    def __init__(self, units: Units,
+                 settle: Callable[[Optional[Choice], Any, str], None]) -> None:
+        self._units = units
+        self._settle = settle
+        self._lock = threading.Lock()
+        self._credit = 0.0
+        self._call_seconds = math.inf  # the least a timed call took
+        self._unit_seconds = math.inf  # what the last unit cost: none is due untimed
+        self.steps, self.seconds = 0, 0.0
+        self.done = False
+
+    def earn(self, call_seconds: float, calls: int = 1) -> None:
+        """``calls`` calls of this key earn their share: each is taken to cost
+        the least any timed call cost (``call_seconds``, a call timed on the
+        full path, may be slow, just after a unit: a call's time overstated
+        would let the tuner overspend, understated only slows it)."""
+        self._call_seconds = min(self._call_seconds, call_seconds)
+        if math.isinf(self._unit_seconds):
+            self._unit_seconds = UNIT_CALLS * self._call_seconds
+        self._credit += TUNE_SHARE * self._call_seconds * calls
+
+    def calls_until_due(self) -> int:
+        """How many calls (at the last one's time) still pay for the next unit."""
+        owed = self._unit_seconds - self._credit
+        if self.done or owed <= 0 or math.isinf(owed):
+            return 0
+        return min(MAX_SERVED, math.ceil(owed / (TUNE_SHARE * max(self._call_seconds, 1e-9))))
+
+    def step(self, force: bool = False) -> bool:
+        """One unit if the share allows it (``force``: now, waiting for another
+        thread's unit); whether tuning has ended.  A failure ends it on the
+        first choice: tuning is a bonus, and the call must not fail for it."""
+        if not self._lock.acquire(blocking=force):
+            return self.done
+        try:
+            if self.done:
+                return True
+            if not force and self._credit < self._unit_seconds:
+                return False
+            begun = time.perf_counter()
+            result: Optional[Tuple[Optional[Choice], Any, str]] = None
+            try:
+                next(self._units)
+            except StopIteration as stop:
+                result = (*stop.value, "")
+            except Exception as error:  # noqa: BLE001
+                result = (None, None, f"tuning stopped: {type(error).__name__}: {error}")
+            finally:
+                _ops.release_timing_buffers()
+                elapsed = time.perf_counter() - begun
+                self.steps += 1
+                self.seconds += elapsed
+                self._credit -= elapsed
+                self._unit_seconds = elapsed
+            if result is not None:
+                self.done = True
+                self._units.close()
+                self._settle(*result)
+            return self.done
+        finally:
+            self._lock.release()
+
+    def finish(self) -> None:
+        while not self.step(force=True):
+            pass
+
+
+def _rebuild(choice: Choice, candidates: Callable[[], Iterable[Any]]) -> Any:
+    with _ops.using_threads(choice.threads):
+        for candidate in candidates():
+            if candidate.index == choice.index:
+                if candidate.impl != choice.impl:
+                    return None
+                return candidate.build()
+    return None
+
+
+def _store_key(key: tuple, geom: DeconvGeometry) -> str:
+    """The on-disk key: library versions, ISA, then the planner key (pass,
+    dtype, mode flags, threads) with the geometry spelled out."""
+    param = geom.param
+    return json.dumps([_ops.onednn_version(), _ops.cpu_isa(), PLANNER_VERSION,
+                       kernel_check.CHECK_VERSION, key[0],
+                       [k for k in key[2:] if isinstance(k, (bool, int, str))],
+                       list(geom.data_shape), list(param.kernel), list(param.stride),
+                       list(param.dilate), list(geom.pad_l), list(geom.pad_r),
+                       param.num_filter, param.num_group, geom.bias_shape is not None],
+                      separators=(",", ":"))
+
+
+#: Bounds on what an entry of the plan cache may hold (the file is untrusted):
+#: a real one measures some tens of candidates, each named in under 200 characters.
+MAX_KEPT_MEASURED, MAX_KEPT_TEXT = 1024, 4096
+
+
+def _kept_text(value: Any) -> bool:
+    return isinstance(value, str) and len(value) <= MAX_KEPT_TEXT
+
+
+def _kept_count(value: Any, low: int, high: int) -> bool:
+    return type(value) is int and low <= value <= high  # not a bool, a float or a str
+
+
+def _kept_measurement(value: Any) -> bool:
+    """One [candidate, threads, seconds, verdict] of an entry, as the tuner writes it."""
+    return (isinstance(value, list) and len(value) == 4 and _kept_text(value[0])
+            and _kept_count(value[1], 1, _ops.MAX_THREADS)
+            and type(value[2]) is float and math.isfinite(value[2]) and value[2] >= 0
+            and _kept_text(value[3]))
+
+
+def _kept_choice(entry: Dict[str, Any], geom: DeconvGeometry) -> Optional[Choice]:
+    """The choice an entry of the plan cache holds, or None unless every field is
+    what the planner writes: a candidate position, a thread count the tuner
+    would try for this layer (any other count can crash or stall OpenMP), the
+    candidate's name, whether it was tuned (else the first correct
+    candidate), bounded measurements.  _rebuild checks the candidate."""
+    index, threads, impl = entry.get("index"), entry.get("threads"), entry.get("impl")
+    tuned = entry.get("tuned")
+    measured = entry.get("measured", [])
+    if not (type(index) is int and index >= 0
+            and _kept_count(threads, 1, _ops.MAX_THREADS) and threads in _thread_options(geom)
+            and _kept_text(impl) and type(tuned) is bool
+            and isinstance(measured, list) and len(measured) <= MAX_KEPT_MEASURED
+            and all(_kept_measurement(m) for m in measured)):
+        return None
+    how = "kept from an earlier tuning on this machine" if tuned else \
+        "first correct candidate, kept from an earlier run on this machine"
+    return Choice(index, threads, impl, how, measured=[Measured(*m) for m in measured])
+
+
+def _from_disk(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
+               check: Callable[[Any], Optional[str]]) -> Tuple[Optional[Choice], Any, bool]:
+    """The choice kept on disk, its plan, and whether it was tuned, after
+    checking the entry; (None, None, False) when there is none or it does not
+    hold.  An entry is written only for a plan that agreed with the check on
+    this key (oneDNN and check versions, ISA, geometry, mode, threads), so a
+    file only this user can have written (``PlanStore.private``) is taken at
+    its word; any other file's choice is checked again before use."""
+    entry = _store.get(_store_key(key, geom))
+    choice = None if entry is None else _kept_choice(entry, geom)
+    if choice is None:
+        return None, None, False
+    try:
+        plan = _rebuild(choice, candidates)
+    except MXNetError:
+        return None, None, False
+    if plan is None:
+        return None, None, False  # stale: choose again
+    if not _store.private:
+        if check(plan) is not None:
+            return None, None, False  # no longer agreeing: choose again
+        choice.how += " (checked again: the cache file is not private to this user)"
+    return choice, plan, entry["tuned"]
+
+
+def _keep(key: tuple, geom: DeconvGeometry, choice: Choice, tuned: bool) -> None:
+    """Keep a checked choice on disk, for this machine's later processes: a
+    tuned one, or a first correct one (a later process skips its check, and
+    tunes it on its calls)."""
+    _store.put(_store_key(key, geom), {
+        "index": choice.index, "threads": choice.threads, "impl": choice.impl,
+        "tuned": tuned,
+        "measured": [[m.candidate, m.threads, m.seconds, m.verdict]
+                     for m in choice.measured]},
+        defer=not tuned)  # first choices: one write for all, at the next or at exit
+
+
+#: Keys tuned on their later calls, until they settle (see finish_tuning).
+_pending: Dict[tuple, _Tuner] = {}
+_pending_lock = threading.Lock()
+#: Bumped whenever a tuned choice settles: prepared calls of plans still being
+#: tuned (_exec.Serving) go back to the planner then, and take the new choice.
+settlements = 0
+
+
+def _start_tuning(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
+                  check: Callable[[Any], Optional[str]], cost: Callable[[Any], float],
+                  costs: "_Costs", first: Choice) -> _Tuner:
+    """A tuner for ``key``'s later calls; its result replaces ``first``."""
+    def settle(choice: Optional[Choice], plan: Any, why: str) -> None:
+        global settlements
+        with _pending_lock:
+            if _pending.get(key) is tuner:
+                del _pending[key]
+        if choice is None or plan is None:  # failed, or nothing agreed after all
+            choice = dataclasses.replace(
+                first, tuner=None,
+                how=f"first correct candidate ({why or 'the tuner found none that agreed'})")
+        else:
+            _keep(key, geom, choice, True)
+            choice.seconds = first.seconds + tuner.seconds
+        _choices.put(key, choice)
+        with _pending_lock:
+            settlements += 1  # after the put: a call sent back now finds the choice
+
+    tuner = _Tuner(_tuning_units(geom, candidates, check, costs, cost,
+                                 agreed=[(first.index, first.threads)]),
+                   settle)
+    with _pending_lock:
+        _pending[key] = tuner
+    return tuner
+
+
+def _first_choice(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
+                  check: Callable[[Any], Optional[str]]) -> Tuple[Choice, Any]:
+    """The first correct candidate on the caller's threads and its plan (kept
+    on disk with tuning on: a later process skips the check)."""
+    threads = _ops.get_num_threads()
+    suspect = _known_suspect(geom) if key[0] == "forward" else None
+    candidate, plan, rejected = _first_correct(geom, candidates, check, threads,
+                                               suspect=suspect)
+    choice = Choice(None if candidate is None else candidate.index, threads,
+                    "" if candidate is None else candidate.impl, rejected=rejected)
+    if _tuning and plan is not None:
+        _keep(key, geom, choice, False)
+    return choice, plan
+
+
+def _tuned_now(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
+               check: Callable[[Any], Optional[str]], costs: "_Costs",
+               cost: Callable[[Any], float], agreed: Iterable[Tuple[int, int]] = ()
+               ) -> Tuple[Choice, Any]:
+    """Eager tuning: all the tuner's units at once, the choice kept on disk."""
+    choice, plan = _to_the_end(_tuning_units(geom, candidates, check, costs, cost, agreed))
+    if plan is not None:
+        _keep(key, geom, choice, True)
+    return choice, plan
+
+
+def _choose(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
+            make_check: Callable[[], kernel_check.Check], costs: "_Costs",
+            cost: Callable[[Any], float]) -> Tuple[Choice, Any]:
+    """A new key's plan: the kept choice, else the first correct candidate;
+    unless tuned, with a tuner for the key's later calls (eager tuning,
+    MXDECONV_TUNE=eager, tunes to the end here instead)."""
+    start = time.perf_counter()
+    check = make_check()
+    what = key[0].replace("_", " ")
+    try:
+        choice, plan, tuned = _from_disk(key, geom, candidates, check) if _tuning else \
+            (None, None, False)
+        if choice is None and _tuning and _eager:
+            (choice, plan), tuned = _tuned_now(key, geom, candidates, check, costs, cost), True
+        elif choice is None:
+            choice, plan = _first_choice(key, geom, candidates, check)
+        if _tuning and plan is not None and not tuned:
+            agreed = [(choice.index, choice.threads)]
+            if _eager:  # a first choice kept from an earlier run: tune it now
+                tuned_choice, tuned_plan = _tuned_now(key, geom, candidates, check, costs,
+                                                      cost, agreed)
+                if tuned_plan is not None:
+                    choice, plan = tuned_choice, tuned_plan
+            else:
+                choice.how += "; tuned on this layer's later calls"
+                choice.tuner = _start_tuning(key, geom, candidates, check, cost, costs,
+                                             choice)
+    except kernel_check.CheckUnavailable as error:  # no verdict: try again next call
+        choice, plan = Choice(None, reason=str(error), transient=True), None
+    except MXNetError as error:  # oneDNN refused the pass outright
+        choice, plan = Choice(None, reason=str(error)), None
+    finally:
+        _ops.release_timing_buffers()
+    choice.seconds = time.perf_counter() - start
+    if plan is None and not choice.reason:
+        choice.reason = "; ".join(f"{c}: {r}" for c, r in choice.rejected) or (
+            f"oneDNN {_ops.onednn_version()} has no {what} implementation for this geometry "
+            f"and dtype on this CPU (ISA {_ops.cpu_isa()})")
+    return choice, plan
+
+
+def _same(one: Choice, other: Choice) -> bool:
+    return (one.index, one.threads, one.impl) == (other.index, other.threads, other.impl)
+
+
+def _plan(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
+          make_check: Callable[[], kernel_check.Check], costs: "_Costs",
+          cost: Callable[[Any], float]) -> Union[Any, Unavailable]:
+    plan = _ops.cache(key)
+    if plan is not None and (type(plan) is Unavailable or plan.verdict.tuner is None):
+        return plan
+    choice = _choices.get(key)
+    if choice is None:
+        choice, plan = _choose(key, geom, candidates, make_check, costs, cost)
+        if choice.transient:
+            return Unavailable(choice.verdict())
+        _choices.put(key, choice)
+    else:
+        if choice.tuner is not None:  # being tuned on its calls: one unit, perhaps
+            choice.tuner.step()
+            choice = _choices.get(key) or choice  # settled by that unit, perhaps
+        if plan is not None and not _same(plan.verdict, choice):
+            plan = None  # this thread's plan is not the choice any more
+        if plan is None and choice.index is not None:  # chosen by another thread, or before
+            plan = _rebuild(choice, candidates)
+    if plan is None:
+        unavailable = Unavailable(choice.verdict())
+        _ops.cache_put(key, unavailable)
+        return unavailable
+    plan.verdict = choice
+    _ops.cache_put(key, plan)
+    return plan
+
+
+def settled(plan: Any) -> bool:
+    """Whether ``plan`` (a forward plan or BackwardPlans) is final: not a first
+    choice whose layer is still tuned on its calls (a prepared call of such a
+    plan serves only until the next unit is due: :func:`serve`)."""
+    if isinstance(plan, BackwardPlans):
+        return settled(plan.data) and settled(plan.weights)
+    return plan.verdict.tuner is None
+
+
+def _tuners(plan: Any, seconds: float) -> List[Tuple[_Tuner, float]]:
+    """The tuners of ``plan``'s passes still tuned on their calls (a forward
+    plan or BackwardPlans), each with its part of a call's ``seconds`` (a
+    backward call's time is split between its two passes)."""
+    passes = (plan.weights, plan.data) if isinstance(plan, BackwardPlans) else (plan,)
+    return [(p.verdict.tuner, seconds / len(passes)) for p in passes
+            if p.verdict.tuner is not None]
+
+
+def ran(plan: Any, seconds: float) -> None:
+    """A call ran ``plan`` in ``seconds``: each pass still tuned earns its share."""
+    for tuner, share in _tuners(plan, seconds):
+        tuner.earn(share)
+
+
+def serve(plan: Any, seconds: float) -> int:
+    """A call ran ``plan`` on the full path in ``seconds``, and leaves a
+    prepared call: how many calls that may serve before one comes back for
+    the next unit of tuning (-1: a settled plan, no limit).  Those calls are
+    paid for now, as if each took as long as this one."""
+    tuners = _tuners(plan, seconds)
+    if not tuners:
+        return -1
+    for tuner, share in tuners:
+        tuner.earn(share)
+    calls = min(tuner.calls_until_due() for tuner, _ in tuners)
+    for tuner, share in tuners:
+        tuner.earn(share, calls)
+    return calls
+
+
+def pending() -> int:
+    """How many layer passes are still being tuned on their calls."""
+    with _pending_lock:
+        return len(_pending)
+
+
+def finish_tuning() -> int:
+    """Tune every layer pass still being tuned on its calls to the end, now
+    (for a server: run each layer once, then call this before serving); their
+    next calls use the tuned plans.  Returns how many were finished."""
+    with _pending_lock:
+        tuners = list(_pending.items())
+    for _, tuner in tuners:
+        tuner.finish()
+    return len(tuners)
+
+
+def forward_plan(geom: DeconvGeometry, dtype: str, training: bool, accumulate: bool,
+                 act_type: Optional[str] = None) -> Union[Any, Unavailable]:
+    """The forward plan (``accumulate``: req=add as a sum post-op; ``act_type``:
+    an activation after the bias, one of ``_ops.ELTWISE_ACTIVATIONS``, fused as
+    an eltwise post-op where the check can verify it, else by a separate
+    eltwise primitive).  An activation is part of the key, in memory and on
+    disk (where None adds nothing, so the keys of plans without one stay)."""
+    key = ("forward", geom, dtype, training, accumulate, act_type, _ops.get_num_threads(),
+           _tuning)
+    fuse = act_type is not None and kernel_check.can_check_fused(act_type, dtype)
+    costs = _Costs()
+    if act_type is None:  # the arguments of earlier versions, for wrappers of these
+        candidates = lambda: _ops.forward_candidates(geom, dtype, training, accumulate)  # noqa: E731
+        make_check = lambda: kernel_check.forward_check(geom, dtype, accumulate)  # noqa: E731
+    else:
+        candidates = lambda: _ops.forward_candidates(  # noqa: E731
+            geom, dtype, training, accumulate, act_type, fuse)
+        make_check = lambda: kernel_check.forward_check(  # noqa: E731
+            geom, dtype, accumulate, act_type)
+    return _plan(key, geom, candidates, make_check, costs,
+                 lambda plan: _forward_cost(costs, plan, training, accumulate))
+
+
+@dataclass(frozen=True)
+class BackwardPlans:
+    """The two backward passes of one geometry."""
+
+    data: Any
+    weights: Any
+
+
+def backward_plans(geom: DeconvGeometry, dtype: str) -> Union[BackwardPlans, Unavailable]:
+    """The backward-weights and backward-data plans; backward data counts no
+    out_grad reorder when it reads out_grad in backward weights' layout."""
+    threads = _ops.get_num_threads()
+    weights_costs, data_costs = _Costs(), _Costs()  # each tuner steps its own
+    weights = _plan(("backward_weights", geom, dtype, threads, _tuning), geom,
+                    lambda: _ops.backward_weights_candidates(geom, dtype),
+                    lambda: kernel_check.backward_weights_check(geom, dtype), weights_costs,
+                    lambda plan: _backward_weights_cost(weights_costs, plan))
+    if isinstance(weights, Unavailable):
+        return weights
+    data = _plan(("backward_data", geom, dtype, threads, _tuning), geom,
+                 lambda: _ops.backward_data_candidates(geom, dtype),
+                 lambda: kernel_check.backward_data_check(geom, dtype), data_costs,
+                 lambda plan: _backward_data_cost(data_costs, plan, weights.diff_dst))
+    if isinstance(data, Unavailable):
+        return data
+    return BackwardPlans(data, weights)
+
+
+def store_path() -> Optional[str]:
+    """The plan cache file this process reads and writes, located on the first
+    call that needs it (None: memory only, by choice or because no cache
+    directory could be found)."""
+    path = _store.path
+    return None if path is None else str(path)
+
+
+def clear_choices() -> None:
+    """Forget every choice in memory (the next plan of each key is chosen, and
+    read from or written to the plan cache on disk, again)."""
+    _choices.clear()
+    _warned.clear()
+    _store.clear()
+    with _pending_lock:
+        _pending.clear()

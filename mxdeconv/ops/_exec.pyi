@@ -1,0 +1,71 @@
+"""Type stubs for the compiled hot path (``mxdeconv/_exec.pyx``): NDArrays in
+and out of oneDNN plans, and prepared calls."""
+from typing import Any, Callable, Dict, Optional, Tuple, Union
+
+from mxdeconv.onednn._ops import BackwardDataPlan, BackwardWeightsPlan, ForwardPlan
+from mxdeconv.ndarray.ndarray import NDArray
+
+_Grads = Tuple[Optional[NDArray], Optional[NDArray], Optional[NDArray]]
+
+
+class Output:
+    """Where a primitive writes one result, and how it reaches its target."""
+
+
+class Miss:
+    """No prepared call for a signature; ``key`` is where to keep one (or None)."""
+
+    @property
+    def key(self) -> Optional[Tuple[Any, ...]]: ...
+
+
+class Serving:
+    """How many more calls a prepared call of a plan still being tuned may serve."""
+
+    calls_left: int
+    generation: Any
+
+
+class PreparedForward:
+    """A validated, planned forward signature on the oneDNN path."""
+
+    serving: Serving
+
+    def __init__(self, plan: ForwardPlan, training: bool, accumulate: bool,
+                 req: str) -> None: ...
+    def run(self, data: NDArray, weight: NDArray, bias: Optional[NDArray],
+            out: Optional[NDArray], params: Dict[str, Any]) -> NDArray: ...
+
+
+class PreparedBackward:
+    """A validated, planned backward signature on the oneDNN path."""
+
+    serving: Serving
+
+    def __init__(self, data_plan: BackwardDataPlan, weights_plan: BackwardWeightsPlan,
+                 reqs: Tuple[str, str, str]) -> None: ...
+    def run(self, out_grad: NDArray, data: NDArray, weight: NDArray,
+            grads: Tuple[Any, ...]) -> _Grads: ...
+
+
+def deconv_forward(plan: ForwardPlan, data: NDArray, weight: NDArray,
+                   bias: Optional[NDArray], out: Optional[NDArray], accumulate: bool,
+                   training: bool) -> NDArray: ...
+def deconv_backward(data_plan: BackwardDataPlan, weights_plan: BackwardWeightsPlan,
+                    out_grad: NDArray, data: NDArray, weight: NDArray,
+                    grads: Tuple[Any, ...], accumulate: Tuple[bool, bool, bool],
+                    needed: Tuple[bool, bool, bool]) -> _Grads: ...
+def forward(data: Any, weight: Any, bias: Any, out: Any, req: Any, train: Any,
+            params: Dict[str, Any], act_type: Optional[str] = ...) -> Union[NDArray, Miss]: ...
+def set_full_paths(forward: Callable[..., Any], documented_forward: Callable[..., Any],
+                   backward: Callable[..., Any],
+                   documented_backward: Callable[..., Any]) -> None: ...
+def Deconvolution(data: Any, weight: Any, bias: Any = ..., out: Optional[NDArray] = ...,
+                  req: str = ..., train: Optional[bool] = ..., name: Optional[str] = ...,
+                  **params: Any) -> Optional[NDArray]: ...
+def Deconvolution_backward(out_grad: Any, data: Any, weight: Any, bias: Any = ...,
+                           req: Any = ..., grads: Any = ..., train: Optional[bool] = ...,
+                           name: Optional[str] = ..., **params: Any) -> _Grads: ...
+def keep(key: Tuple[Any, ...], prepared: Union[PreparedForward, PreparedBackward]) -> None: ...
+def backward(out_grad: Any, data: Any, weight: Any, bias: Any, req: Any, grads: Any,
+             train: Any, params: Dict[str, Any]) -> Union[_Grads, Miss]: ...

@@ -1,0 +1,596 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, embedsignature=True
+"""Running oneDNN plans on NDArrays, and the prepared-call fast path.
+
+This is the glue between the NDArray layer and the oneDNN layer (``_ops``,
+which speaks buffers and descriptors only): it moves arrays into the layouts a
+plan wants (``input_buffer``), keeps inference weights in them
+(``weight_buffer``), writes results into targets (``Output``) and runs the
+plans with the GIL released.
+
+It also holds the hot path of a repeated call.  Everything that depends only
+on a call's *signature* (its parameters, the shapes and dtypes of its arrays,
+the mode, ``req``, the thread count, the dispatch switches and the tuner's
+switch) is validated
+and planned once by ``deconvolution.py`` and kept here as a prepared call in
+this thread's cache; a call with a known signature checks only what can
+change between calls (which arrays alias, their layouts) and runs its plan.
+"""
+import numpy as np
+cimport numpy as cnp
+from cpython.dict cimport PyDict_Next
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_New, PyTuple_SET_ITEM
+
+from mxdeconv.onednn._ops cimport (
+    BackwardDataPlan, BackwardWeightsPlan, ForwardPlan, Layout, MemoryDesc, ThreadState, data_ptr,
+    enter_threads, leave_threads, new_buffer, new_plain_array, plain_view, reordered, run_reorder,
+    thread_count, thread_state)
+from mxdeconv.onednn import planner
+from . import registry
+from mxdeconv.autograd import tape
+from mxdeconv._core._ndbase cimport NDArrayBase, new_ndarray
+from mxdeconv.ndarray.ndarray import NDArray
+
+cnp.import_array()
+
+
+# ----------------------------------------------------------------------------
+# NDArrays in and out of the layouts plans want
+# ----------------------------------------------------------------------------
+cdef cnp.ndarray input_buffer(NDArrayBase arr, Layout wanted, label):
+    """``arr``'s values in layout ``wanted``: its own buffer, or a reordered
+    temporary (counted under ``label`` in reorder_counts())."""
+    buffer, have = arr._state
+    if have is None:
+        if wanted.is_plain:
+            return buffer
+        return reordered(wanted.plain, buffer, wanted.desc, label)
+    if have is wanted or have == wanted:
+        return buffer
+    if (<Layout>have).same_tensor(wanted):
+        return reordered((<Layout>have).desc, buffer, wanted.desc, label)
+    # The bytes hold another tensor's layout (the array was a weight, now it is
+    # data, say): its values go through the default layout first.
+    buffer = arr._plain()
+    if wanted.is_plain:
+        return buffer
+    return reordered(wanted.plain, buffer, wanted.desc, label)
+
+
+cdef cnp.ndarray weight_buffer(NDArrayBase weight, Layout wanted, bint training):
+    """Inference keeps the weight in the primitive's layout after the first
+    reorder (MXNet's MKLDNNDataReorderAsync), unless its memory is exposed.
+    Training leaves the NDArray in the default layout so optimizer code sees
+    plain memory (Reorder2DefaultAsync), and keeps the reordered copy beside it
+    for the forward and backward-data passes while the weight's version (every
+    write through mxdeconv bumps it) is unchanged; exposed memory is never
+    trusted to be unchanged."""
+    if training:
+        if weight._state[1] is not None:
+            weight._plain()
+        if wanted.is_plain:
+            return weight._state[0]
+        derived = weight._derived
+        if derived is not None and not weight._exposed:
+            kept = derived.get(wanted)
+            if kept is not None and kept[0] == weight._version:
+                return kept[1]
+        buffer = input_buffer(weight, wanted, "weights")
+        if not weight._exposed:
+            if derived is None or len(derived) >= 2:
+                derived = weight._derived = {}
+            derived[wanted] = (weight._version, buffer)
+        return buffer
+    buffer = input_buffer(weight, wanted, "weights")
+    state = weight._state
+    if buffer is not state[0]:
+        if wanted.is_plain:
+            weight._adopt(state, plain_view(buffer, wanted), None)
+        else:
+            weight._adopt(state, buffer, wanted)
+    return buffer
+
+
+cdef class Output:
+    """Where a primitive writes one result, and how it reaches its target.
+
+    With no target array the primitive writes a fresh buffer in its preferred
+    layout (or, for ``plain`` results such as weight gradients, a default-layout
+    array).  With a target in the primitive's layout it writes in place (for
+    req=add only when the primitive itself accumulates).  Otherwise it writes a
+    temporary that a reorder then writes or adds into the target.
+    """
+    cdef NDArrayBase target
+    cdef cnp.ndarray buffer, target_buffer
+    cdef Layout layout
+    cdef MemoryDesc target_desc
+    cdef bint accumulate, finish
+
+
+cdef Output make_output(Layout layout, NDArrayBase target, bint accumulate,
+                        bint fused_accumulate, bint plain):
+    cdef Output o = Output.__new__(Output)
+    o.layout, o.accumulate, o.finish = layout, accumulate, False
+    if target is None:
+        if layout.is_plain:
+            o.buffer = new_plain_array(layout)
+            return o
+        if not plain:
+            o.buffer = new_buffer(layout.desc)
+            return o
+        target = new_result(new_plain_array(layout), None, layout)
+    o.target = target
+    buffer, have = target._state
+    if have is not None and not (<Layout>have).same_tensor(layout):
+        buffer, have = target._plain(), None   # another tensor's layout: values first
+    o.target_buffer = buffer
+    o.target_desc = layout.plain if have is None else (<Layout>have).desc
+    in_place = layout.is_plain if have is None else (have is layout or have == layout)
+    if in_place and (fused_accumulate or not accumulate):
+        o.buffer = buffer
+        return o
+    o.buffer = new_buffer(layout.desc)
+    o.finish = True
+    if accumulate and fused_accumulate:  # the primitive adds onto dst: seed it
+        run_reorder(o.target_desc, o.target_buffer, layout.desc, o.buffer, False, "out")
+        o.accumulate = False
+    return o
+
+
+cdef object finish_output(Output o):
+    """The result NDArray, after the reorder into its target if one is due."""
+    if o.finish:
+        run_reorder(o.layout.desc, o.buffer, o.target_desc, o.target_buffer, o.accumulate,
+                    "out")
+    if o.target is not None:
+        o.target._version += 1   # NDArray._bump(): a write through mxdeconv
+        return o.target
+    if o.layout.is_plain:
+        return new_result(o.buffer, None, o.layout)   # made by new_plain_array()
+    return new_result(o.buffer, o.layout, o.layout)
+
+
+cdef inline object new_result(cnp.ndarray buffer, Layout held, Layout tensor):
+    """A result NDArray owning ``buffer`` in layout ``held`` (None: the default
+    layout) of ``tensor``'s shape and dtype."""
+    return new_ndarray(NDArray, buffer, held, tensor.shape, tensor.np_dtype)
+
+
+cdef object run_forward(ForwardPlan plan, data, weight, bias, out, bint accumulate,
+                        bint training):
+    # The whole call (its reorders too) runs with the plan's OpenMP team: the
+    # planner may choose one thread for a small layer.
+    cdef int ambient = enter_threads(plan.threads)
+    try:
+        # Every buffer stays in a local until run(): a temporary must outlive
+        # the execution that reads it.
+        src = input_buffer(data, plan.src, "data")
+        wei = weight_buffer(weight, plan.weights, training)
+        bias_buf = None if plan.bias is None else input_buffer(bias, plan.bias, "bias")
+        dst = make_output(plan.dst, out, accumulate, True, False)
+        plan.run(data_ptr(src), data_ptr(wei),
+                 NULL if bias_buf is None else data_ptr(bias_buf),
+                 data_ptr((<Output>dst).buffer))
+        return finish_output(dst)
+    finally:
+        leave_threads(ambient)
+
+
+def deconv_forward(ForwardPlan plan, data, weight, bias, out, bint accumulate,
+                   bint training):
+    """Run the forward pass; returns ``out`` or a new NDArray (maybe blocked)."""
+    return run_forward(plan, data, weight, bias, out, accumulate, training)
+
+
+cdef inline bint shares_diff_dst(BackwardDataPlan data_plan, BackwardWeightsPlan weights_plan):
+    """Whether both passes read out_grad in one layout (one reorder serves both)."""
+    return (data_plan.diff_dst is weights_plan.diff_dst
+            or data_plan.diff_dst == weights_plan.diff_dst)
+
+
+cdef tuple run_backward(BackwardDataPlan data_plan, BackwardWeightsPlan weights_plan,
+                        out_grad, data, weight, tuple grads, tuple accumulate, tuple needed):
+    """Each pass runs on the thread count its plan was built for: the planner
+    chooses them apart (a primitive must not run on more threads than it was
+    created for), so the two may differ."""
+    cdef Output diff_src, diff_weights, diff_bias
+    cdef int ambient = -1, previous
+    results = [None, None, None]
+    diff_dst = None
+    try:
+        if needed[0]:
+            ambient = enter_threads(data_plan.threads)
+            diff_dst = input_buffer(out_grad, data_plan.diff_dst, "out_grad")
+            diff_src = make_output(data_plan.diff_src, grads[0], accumulate[0], False, False)
+            weight_buf = weight_buffer(weight, data_plan.weights, True)
+            data_plan.run(data_ptr(diff_dst), data_ptr(weight_buf), data_ptr(diff_src.buffer))
+            results[0] = finish_output(diff_src)
+        if needed[1] or needed[2]:
+            previous = enter_threads(weights_plan.threads)
+            if ambient < 0:
+                ambient = previous
+            diff_weights = make_output(weights_plan.diff_weights,
+                                       grads[1] if needed[1] else None, accumulate[1], False,
+                                       needed[1])
+            src_buf = input_buffer(data, weights_plan.src, "data")
+            if diff_dst is None or not shares_diff_dst(data_plan, weights_plan):
+                diff_dst = input_buffer(out_grad, weights_plan.diff_dst, "out_grad")
+            bias_target = None
+            if weights_plan.diff_bias is not None:
+                diff_bias = make_output(weights_plan.diff_bias,
+                                        grads[2] if needed[2] else None, accumulate[2], False,
+                                        True)
+                bias_target = diff_bias.buffer
+            weights_plan.run(data_ptr(src_buf), data_ptr(diff_dst),
+                             data_ptr(diff_weights.buffer),
+                             NULL if bias_target is None else data_ptr(bias_target))
+            if needed[1]:
+                results[1] = finish_output(diff_weights)
+            if needed[2] and weights_plan.diff_bias is not None:
+                results[2] = finish_output(diff_bias)
+    finally:
+        if ambient >= 0:
+            leave_threads(ambient)
+    return tuple(results)
+
+
+def deconv_backward(BackwardDataPlan data_plan, BackwardWeightsPlan weights_plan, out_grad,
+                    data, weight, tuple grads, tuple accumulate, tuple needed):
+    """Run the backward passes; returns ``(data_grad, weight_grad, bias_grad)``.
+
+    ``grads`` holds target arrays (or None), ``accumulate`` and ``needed``
+    one flag per gradient.  Backward primitives take no sum post-op, so req=add
+    goes through a temporary that a reorder with a sum post-op adds in.
+    """
+    return run_backward(data_plan, weights_plan, out_grad, data, weight, grads, accumulate,
+                        needed)
+
+
+# ----------------------------------------------------------------------------
+# Prepared calls
+# ----------------------------------------------------------------------------
+cdef class Miss:
+    """No prepared call for this signature: ``key`` is where to keep one (None
+    when the call cannot be keyed, e.g. list or float parameters, NumPy inputs)."""
+    cdef readonly object key
+
+
+cdef Miss miss(key):
+    cdef Miss m = Miss.__new__(Miss)
+    m.key = key
+    return m
+
+
+cdef long params_bools(dict params) except -2:
+    """Whether the parameters can key a cache as they are (-1: no), and which of
+    them are bools (a bit each).  A float equals an int (3.0 == 3) and a bool
+    equals 0 or 1, yet only some of them are valid: exact ints, strs and None,
+    and tuples of exact ints are keyed as they are; bools are marked, so True
+    and 1 stay apart; anything else (floats, lists, NumPy scalars) is not keyed."""
+    cdef long position = 0, bools = 0
+    for value in params.values():
+        kind = type(value)
+        if kind is tuple:
+            for entry in <tuple>value:
+                if type(entry) is not int:
+                    return -1
+        elif kind is bool:
+            bools |= 1L << position
+        elif not (kind is int or kind is str or value is None):
+            return -1
+        position += 1
+    return bools
+
+
+cdef inline bint usable(arr):
+    """An NDArray whose default-layout buffer, if any, is C-contiguous (anything
+    else goes to the full path, which copies or refuses it)."""
+    if type(arr) is not NDArray:
+        return False
+    buffer, layout = (<NDArrayBase>arr)._state
+    return layout is not None or cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>buffer)
+
+
+cdef bint overlaps(NDArrayBase a, NDArrayBase b):
+    """Whether two NDArrays' buffers may share memory (both are single blocks)."""
+    if a is b:
+        return True
+    cdef cnp.ndarray x = a._state[0]
+    cdef cnp.ndarray y = b._state[0]
+    cdef char *x0 = <char *>cnp.PyArray_DATA(x)
+    cdef char *y0 = <char *>cnp.PyArray_DATA(y)
+    return x0 < y0 + cnp.PyArray_NBYTES(y) and y0 < x0 + cnp.PyArray_NBYTES(x)
+
+
+cdef bint writable_target(target):
+    """A target the fast path may write: an NDArray whose default-layout buffer
+    is writeable and C-contiguous (anything else goes to the full checks)."""
+    if type(target) is not NDArray:
+        return False
+    buffer, layout = (<NDArrayBase>target)._state
+    return layout is not None or (cnp.PyArray_ISWRITEABLE(<cnp.ndarray>buffer)
+                                  and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>buffer))
+
+
+cdef LRU_KEY_FORWARD = "forward call"
+cdef LRU_KEY_BACKWARD = "backward call"
+# This thread's modes and dispatch switches (threading.local objects, read
+# once per call, without a Python function call).
+cdef object _modes = tape._state
+cdef object _dispatch = registry._local
+cdef object ONEDNN = registry.ONEDNN
+
+
+cdef inline long dtype_code(dt):
+    """A dtype as an int for a cache key: its type number and byte order.
+    Hashing a NumPy dtype rebuilds a tuple of its fields on every call (about
+    50 ns, three times per key), where an int hashes to itself.  A native
+    builtin dtype is its type number alone: a small int, which CPython keeps
+    one object of, so the key lookup compares it by identity."""
+    cdef int type_num = (<cnp.dtype>dt).type_num
+    cdef char order = (<cnp.dtype>dt).byteorder
+    if order == b'=' or order == b'|':
+        return type_num
+    return type_num + (<long>order << 16)
+
+
+cdef tuple flat_key(tuple head, dict params):
+    """``head`` followed by each parameter's name and value, in one flat tuple:
+    a dict lookup compares a nested tuple through one more call per level."""
+    cdef Py_ssize_t size = len(head), i, position = 0
+    cdef PyObject *name
+    cdef PyObject *value
+    cdef tuple key = PyTuple_New(size + 2 * len(params))
+    for i in range(size):
+        item = <object>PyTuple_GET_ITEM(head, i)
+        Py_INCREF(item)
+        PyTuple_SET_ITEM(key, i, item)
+    i = size
+    while PyDict_Next(params, &position, &name, &value):
+        Py_INCREF(<object>name)
+        PyTuple_SET_ITEM(key, i, <object>name)
+        Py_INCREF(<object>value)
+        PyTuple_SET_ITEM(key, i + 1, <object>value)
+        i += 2
+    return key
+
+
+cdef inline object shape_code(NDArrayBase arr):
+    return None if arr is None else arr._shape
+
+
+cdef inline object dtype_code_of(NDArrayBase arr):
+    return None if arr is None else dtype_code(arr._dtype)
+
+
+cdef class Serving:
+    """How long a prepared call whose plan is still tuned on its calls may
+    serve: ``calls_left`` more calls (-1: a settled plan, no limit), and only
+    while ``planner.settlements`` is still ``generation`` (a layer settled, or
+    finish_tuning() ran: the full path then takes the new choice).  When it
+    runs out, the next call takes the full path, where the planner runs the
+    unit of tuning those calls paid for (``planner.serve``)."""
+    cdef public long calls_left
+    cdef public object generation
+
+    def __cinit__(self):
+        self.calls_left = -1
+
+
+cdef inline bint expired(Serving serving):
+    """Count one call on a limited prepared call; True when it has run out."""
+    if serving.calls_left < 0:
+        return False
+    if serving.calls_left == 0 or serving.generation != planner.settlements:
+        return True
+    serving.calls_left -= 1
+    return False
+
+
+cdef class PreparedForward:
+    """A validated, planned forward signature on the oneDNN path.  With an
+    ``act_type`` (the plan applies it) ``record(result, inputs, params,
+    act_type)`` records the call on the tape."""
+    cdef ForwardPlan plan
+    cdef bint training, accumulate
+    cdef object req, act_type, record
+    cdef readonly Serving serving
+
+    def __init__(self, ForwardPlan plan, bint training, bint accumulate, req,
+                 act_type=None, record=None):
+        self.plan, self.training, self.accumulate, self.req = plan, training, accumulate, req
+        self.act_type, self.record = act_type, record
+        self.serving = Serving()
+
+    def run(self, data, weight, bias, out, params):
+        return self.execute(data, weight, bias, out, params)
+
+    cdef object execute(self, data, weight, bias, out, dict params):
+        result = run_forward(self.plan, data, weight, bias, out, self.accumulate,
+                             self.training)
+        _dispatch.last = ONEDNN
+        if _modes.recording:
+            if self.act_type is None:
+                tape.record_op("Deconvolution", result, (data, weight, bias), params)
+            else:
+                self.record(result, (data, weight, bias), params, self.act_type)
+        return result
+
+
+def forward(data, weight, bias, out, req, train, dict params, act_type=None):
+    """A Deconvolution forward (followed by the activation ``act_type``, if not
+    None) through its prepared call, or a Miss saying where to keep one once
+    the full path has validated and planned the signature."""
+    return prepared_forward(data, weight, bias, out, req, train, params, act_type)
+
+
+cdef object prepared_forward(data, weight, bias, out, req, train, dict params, act_type):
+    if type(req) is not str or (train is not None and type(train) is not bool):
+        return miss(None)
+    if not (usable(data) and usable(weight) and (bias is None or usable(bias))):
+        return miss(None)
+    if out is not None and not writable_target(out):
+        return miss(None)
+    cdef long bools = params_bools(params)
+    if bools < 0:
+        return miss(None)
+    cdef ThreadState state = thread_state()
+    cdef NDArrayBase d = data, w = weight
+    key = flat_key((LRU_KEY_FORWARD, bools, d._shape, dtype_code(d._dtype), w._shape,
+                    dtype_code(w._dtype), shape_code(bias), dtype_code_of(bias),
+                    shape_code(out), dtype_code_of(out), req,
+                    _modes.training if train is None else train, thread_count(state),
+                    _dispatch.forced, registry._onednn_enabled, planner._tuning, act_type),
+                   params)
+    prepared = state.cache.get(key)
+    if prepared is None or expired((<PreparedForward>prepared).serving):
+        return miss(key)
+    if out is not None:
+        if (overlaps(out, data) or overlaps(out, weight)
+                or (bias is not None and overlaps(out, bias))):
+            return miss(None)   # out= aliasing an input: the full path computes first
+        tape.check_assignable("out", out)
+    return (<PreparedForward>prepared).execute(data, weight, bias, out, params)
+
+
+# The full paths of forward and backward calls (deconvolution._forward and
+# _backward, in the layer above) and the documented entry points they belong
+# to: handed in by that module.
+cdef object _full_forward = None
+cdef object _documented_forward = None
+cdef object _full_backward = None
+cdef object _documented_backward = None
+
+
+def set_full_paths(forward, documented_forward, backward, documented_backward):
+    """Hand in the full paths, ``forward(key, data, weight, bias, out, req,
+    train, params)`` and ``backward(key, out_grad, data, weight, bias, req,
+    grads, train, params)``, and the documented ``Deconvolution`` and
+    ``Deconvolution_backward`` they are the slow half of: the compiled entry
+    points below call them when the prepared call cannot serve."""
+    global _full_forward, _documented_forward, _full_backward, _documented_backward
+    _full_forward, _documented_forward = forward, documented_forward
+    _full_backward, _documented_backward = backward, documented_backward
+
+
+def Deconvolution(data, weight, bias=None, out=None, req="write", train=None, name=None,
+                  **params):
+    """``deconvolution.Deconvolution`` compiled: a repeated call reaches its
+    prepared call without a Python frame or CPython's keyword binding (about
+    half a microsecond of a tiny layer's call); any other call goes on to the
+    full path with the key the prepared call would have."""
+    if name is not None and type(name) is not str:
+        return _documented_forward(data, weight, bias, out, req, train, name, **params)
+    result = prepared_forward(data, weight, bias, out, req, train, params, None)
+    if type(result) is Miss:
+        return _full_forward((<Miss>result).key, data, weight, bias, out, req, train, params)
+    return result
+
+
+def keep(key, prepared):
+    """Keep ``prepared`` as this thread's prepared call for ``key``."""
+    thread_state().cache.put(key, prepared)
+
+
+cdef class PreparedBackward:
+    """A validated, planned backward signature on the oneDNN path."""
+    cdef BackwardDataPlan data_plan
+    cdef BackwardWeightsPlan weights_plan
+    cdef tuple accumulate, needed
+    cdef readonly Serving serving
+
+    def __init__(self, BackwardDataPlan data_plan, BackwardWeightsPlan weights_plan,
+                 tuple reqs):
+        self.data_plan, self.weights_plan = data_plan, weights_plan
+        self.accumulate = tuple(r == "add" for r in reqs)
+        self.needed = tuple(r != "null" for r in reqs)
+        self.serving = Serving()
+
+    def run(self, out_grad, data, weight, tuple grads):
+        return self.execute(out_grad, data, weight, grads)
+
+    cdef object execute(self, out_grad, data, weight, tuple grads):
+        # A gradient whose req is "null" is not needed: run_backward leaves it None.
+        results = run_backward(self.data_plan, self.weights_plan, out_grad, data, weight,
+                               grads, self.accumulate, self.needed)
+        _dispatch.last = ONEDNN
+        return results
+
+
+def backward(out_grad, data, weight, bias, req, grads, train, dict params):
+    """A Deconvolution backward through its prepared call, or a Miss."""
+    return prepared_backward(out_grad, data, weight, bias, req, grads, train, params)
+
+
+def Deconvolution_backward(out_grad, data, weight, bias=None, req="write", grads=None,
+                           train=True, name=None, **params):
+    """``deconvolution.Deconvolution_backward`` compiled, as
+    :func:`Deconvolution` is."""
+    if name is not None and type(name) is not str:
+        return _documented_backward(out_grad, data, weight, bias, req, grads, train, name,
+                                    **params)
+    result = prepared_backward(out_grad, data, weight, bias, req, grads, train, params)
+    if type(result) is Miss:
+        return _full_backward((<Miss>result).key, out_grad, data, weight, bias, req, grads,
+                              train, params)
+    return result
+
+
+cdef object prepared_backward(out_grad, data, weight, bias, req, grads, train, dict params):
+    if train is not None and type(train) is not bool:
+        return miss(None)
+    if type(req) is str:
+        reqs = (req, req, req)
+    elif type(req) is tuple or type(req) is list:
+        reqs = tuple(req)
+        for r in reqs:
+            if type(r) is not str:
+                return miss(None)
+    else:
+        return miss(None)
+    if grads is None:
+        targets = (None, None, None)
+    elif type(grads) is tuple or type(grads) is list:
+        targets = tuple(grads)
+    else:
+        return miss(None)
+    if not (usable(out_grad) and usable(data) and usable(weight)
+            and (bias is None or usable(bias))) or len(targets) != 3:
+        return miss(None)
+    cdef long bools = params_bools(params)
+    if bools < 0:
+        return miss(None)
+    target_sigs = []
+    for target in targets:
+        if target is None:
+            target_sigs.append(None)
+        elif not writable_target(target):
+            return miss(None)
+        else:
+            target_sigs.append(((<NDArrayBase>target)._shape,
+                                dtype_code((<NDArrayBase>target)._dtype)))
+    cdef ThreadState state = thread_state()
+    cdef NDArrayBase g = out_grad, d = data, w = weight
+    key = flat_key((LRU_KEY_BACKWARD, bools, g._shape, dtype_code(g._dtype), d._shape,
+                    dtype_code(d._dtype), w._shape, dtype_code(w._dtype), shape_code(bias),
+                    dtype_code_of(bias), reqs, tuple(target_sigs),
+                    _modes.training if train is None else train, thread_count(state),
+                    _dispatch.forced, registry._onednn_enabled, planner._tuning),
+                   params)
+    prepared = state.cache.get(key)
+    if prepared is None or expired((<PreparedBackward>prepared).serving):
+        return miss(key)
+    inputs = (out_grad, data, weight)
+    for i in range(3):
+        target = targets[i]
+        if target is None:
+            continue
+        for other in inputs:
+            if overlaps(target, other):
+                return miss(None)   # the full path writes such targets last
+        for j in range(3):
+            if j != i and targets[j] is not None and overlaps(target, targets[j]):
+                return miss(None)
+    return (<PreparedBackward>prepared).execute(out_grad, data, weight, targets)
+

@@ -1,0 +1,203 @@
+"""Operator registry: each operator has implementations tried in order.
+
+An implementation has a support check (MXNet's ``SupportMKLDNNDeconv``
+analogue) that returns ``None`` when it can run a call, or the reason it
+cannot.  Dispatch picks the first implementation that supports the call,
+unless one is forced with :func:`use_impl`, or the oneDNN path is switched
+off with :func:`set_onednn_enabled` / the environment variable
+``MXDECONV_ONEDNN=0`` (``MXNET_MKLDNN_ENABLED=0`` is honoured too).
+:func:`last_impl` tells which implementation ran the last call of this thread.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterator, List, Optional
+
+from mxdeconv._core.errors import MXNetError
+
+ONEDNN, NUMPY = "onednn", "numpy"
+IMPLEMENTATIONS = (ONEDNN, NUMPY)
+
+
+_FALSE_WORDS = ("0", "false", "off", "no")
+_TRUE_WORDS = ("1", "true", "on", "yes", "")
+
+
+def _env_enabled() -> bool:
+    """The oneDNN switch from the environment; an unknown value warns and leaves it on."""
+    for name in ("MXDECONV_ONEDNN", "MXNET_MKLDNN_ENABLED"):
+        value = os.environ.get(name)
+        if value is None:
+            continue
+        word = value.strip().lower()
+        if word in _FALSE_WORDS:
+            return False
+        if word not in _TRUE_WORDS:
+            warnings.warn(f"{name}={value!r} is not one of {_FALSE_WORDS + _TRUE_WORDS[:-1]}; "
+                          "the oneDNN path stays enabled", RuntimeWarning, stacklevel=2)
+    return True
+
+
+_onednn_enabled = _env_enabled()
+class _ThreadDispatch(threading.local):
+    """Each thread's forced implementation and the one its last call ran."""
+
+    forced: Optional[str] = None
+    last: Optional[str] = None
+
+
+_local = _ThreadDispatch()
+
+
+@dataclass(frozen=True)
+class Implementation:
+    """One way to run an operator.
+
+    ``supports(call)`` returns None or a reason string; ``forward`` and
+    ``backward`` take the validated call.
+    """
+
+    name: str
+    supports: Callable[[Any], Optional[str]]
+    forward: Callable[..., Any]
+    backward: Callable[..., Any]
+
+
+class Operator:
+    """An operator name and its implementations in order of preference."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.implementations: List[Implementation] = []
+
+    def register(self, implementation: Implementation) -> None:
+        self.implementations.append(implementation)
+
+    def reasons(self, call: Any) -> Dict[str, Optional[str]]:
+        """For each implementation, None if it would run ``call``, else why not."""
+        result = {}
+        for impl in self.implementations:
+            if impl.name == ONEDNN and not _onednn_enabled:
+                result[impl.name] = ("the oneDNN path is disabled (set_onednn_enabled"
+                                     "(False) or MXDECONV_ONEDNN=0)")
+            else:
+                result[impl.name] = impl.supports(call)
+        return result
+
+    def select(self, call: Any) -> Implementation:
+        """The implementation to run ``call``; records it for :func:`last_impl`."""
+        forced = _local.forced
+        if forced is not None:
+            return self._forced(forced, call)
+        for impl in self.implementations:
+            if impl.name == ONEDNN and not _onednn_enabled:
+                continue
+            if impl.supports(call) is None:
+                _local.last = impl.name
+                return impl
+        raise MXNetError(f"{self.name}: no implementation supports this call: "
+                         f"{self.reasons(call)}")
+
+    def _forced(self, name: str, call: Any) -> Implementation:
+        for impl in self.implementations:
+            if impl.name == name:
+                reason = impl.supports(call)
+                if reason is not None:
+                    raise MXNetError(f"{self.name}: implementation {name!r} was forced "
+                                     f"but cannot run this call: {reason}")
+                _local.last = impl.name
+                return impl
+        raise MXNetError(f"{self.name}: no implementation named {name!r}; "
+                         f"known: {[i.name for i in self.implementations]}")
+
+    def explain(self, call: Any) -> str:
+        """Which implementation would run ``call``, and why the others would not."""
+        reasons = self.reasons(call)
+        chosen = next((n for n, r in reasons.items() if r is None), None)
+        lines = [f"{self.name}: {chosen or 'nothing'} would run"]
+        lines += [f"  {name}: {'supported' if reason is None else reason}"
+                  for name, reason in reasons.items()]
+        return "\n".join(lines)
+
+
+_operators: Dict[str, Operator] = {}
+
+
+def operator(name: str) -> Operator:
+    """The registered operator ``name`` (created empty on first use)."""
+    if name not in _operators:
+        _operators[name] = Operator(name)
+    return _operators[name]
+
+
+def last_impl() -> Optional[str]:
+    """Name of the implementation that ran the last operator call in this thread.
+
+    >>> import numpy as np, mxdeconv
+    >>> from mxdeconv import nd
+    >>> y = nd.Deconvolution(np.ones((1, 2, 3, 3)), np.ones((2, 1, 2, 2)),
+    ...                      kernel=(2, 2), num_filter=1)
+    >>> mxdeconv.last_impl()
+    'numpy'
+    """
+    return _local.last
+
+
+@contextlib.contextmanager
+def use_impl(name: str) -> Iterator[None]:
+    """Force implementation ``name`` ("onednn" or "numpy") inside the scope.
+
+    A call the forced implementation cannot run raises :class:`MXNetError`.
+
+    >>> import numpy as np, mxdeconv
+    >>> from mxdeconv import nd
+    >>> x, w = nd.ones((1, 2, 3, 3)), nd.ones((2, 1, 2, 2))
+    >>> with mxdeconv.use_impl("numpy"):
+    ...     y = nd.Deconvolution(x, w, kernel=(2, 2), num_filter=1)
+    >>> mxdeconv.last_impl()
+    'numpy'
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"use_impl: name must be a string, one of {IMPLEMENTATIONS}, got "
+                        f"{name!r} of type {type(name).__name__}")
+    if name not in IMPLEMENTATIONS:
+        raise MXNetError(f"use_impl: no implementation named {name!r}; known: "
+                         f"{IMPLEMENTATIONS}")
+    previous = _local.forced
+    _local.forced = name
+    try:
+        yield
+    finally:
+        _local.forced = previous
+
+
+def set_onednn_enabled(enabled: bool) -> bool:
+    """Switch the oneDNN path on or off for every thread; returns the old value.
+
+    >>> import mxdeconv
+    >>> previous = mxdeconv.set_onednn_enabled(False)
+    >>> mxdeconv.onednn_enabled()
+    False
+    >>> _ = mxdeconv.set_onednn_enabled(previous)
+    """
+    global _onednn_enabled
+    if not (isinstance(enabled, bool) or type(enabled).__name__ == "bool_"
+            or isinstance(enabled, int) and enabled in (0, 1)):
+        raise TypeError(f"set_onednn_enabled: enabled must be a bool, got {enabled!r} "
+                        f"of type {type(enabled).__name__}")
+    previous, _onednn_enabled = _onednn_enabled, bool(enabled)
+    return previous
+
+
+def onednn_enabled() -> bool:
+    """Whether dispatch may choose the oneDNN path (see :func:`set_onednn_enabled`).
+
+    >>> import mxdeconv
+    >>> isinstance(mxdeconv.onednn_enabled(), bool)
+    True
+    """
+    return _onednn_enabled
