@@ -48,7 +48,7 @@ def as_inputs(arrays, as_numpy):
 def _forget_last_impl():
     # Reset this thread's record so that last_impl() after a call can only name
     # the implementation that ran *that* call (registry internals, on purpose).
-    mxdeconv.ops.registry._local.last = None
+    mxdeconv.ops.registry.dispatch.last = None
 
 
 def forced(impl, fn, *args, dispatches=True, **kwargs):

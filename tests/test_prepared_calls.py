@@ -36,7 +36,7 @@ def _expected(x, w, b):
 def full_paths(monkeypatch):
     """Counts how often each entry point took the full (validating) path."""
     counts = {"forward": 0, "backward": 0}
-    real_forward, real_backward = deconvolution._forward, deconvolution._backward
+    real_forward, real_backward = deconvolution.full_forward, deconvolution.full_backward
 
     def forward(*args):
         counts["forward"] += 1
@@ -45,15 +45,11 @@ def full_paths(monkeypatch):
     def backward(*args):
         counts["backward"] += 1
         return real_backward(*args)
-    monkeypatch.setattr(deconvolution, "_forward", forward)
-    monkeypatch.setattr(deconvolution, "_backward", backward)
-    # The compiled entry points were handed the full paths at import.
-    documented = (deconvolution.Deconvolution.__wrapped__,
-                  deconvolution.Deconvolution_backward.__wrapped__)
-    _exec.set_full_paths(forward, documented[0], backward, documented[1])
+    monkeypatch.setattr(deconvolution, "full_forward", forward)
+    monkeypatch.setattr(deconvolution, "full_backward", backward)
+    # The compiled entry points look the full paths up at call time.
     mxdeconv.clear_cache()
     yield counts
-    _exec.set_full_paths(real_forward, documented[0], real_backward, documented[1])
 
 
 def test_a_repeated_forward_skips_the_full_path(full_paths):

@@ -268,17 +268,13 @@ def full_paths(monkeypatch):
     from mxdeconv.ops import _exec
     from mxdeconv.ops import deconvolution
     counts = {"forward": 0}
-    real = deconvolution._forward
+    real = deconvolution.full_forward
 
     def forward(*args):
         counts["forward"] += 1
         return real(*args)
-    monkeypatch.setattr(deconvolution, "_forward", forward)
-    documented = (deconvolution.Deconvolution.__wrapped__,
-                  deconvolution.Deconvolution_backward.__wrapped__)
-    _exec.set_full_paths(forward, documented[0], deconvolution._backward, documented[1])
+    monkeypatch.setattr(deconvolution, "full_forward", forward)
     yield counts
-    _exec.set_full_paths(real, documented[0], deconvolution._backward, documented[1])
 
 
 def test_calls_between_units_take_the_prepared_path(full_paths):

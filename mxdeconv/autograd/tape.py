@@ -24,7 +24,9 @@ class _ThreadModes(threading.local):
     recording = False
 
 
-_state = _ThreadModes()
+#: This thread's modes: read by the compiled hot path once per call (set them
+#: through set_training / set_recording).
+modes = _ThreadModes()
 GRAD_REQS = ("write", "add", "null")
 
 _NOT_IN_GRAPH = (
@@ -45,7 +47,7 @@ def is_training() -> bool:
     ...     autograd.is_training()
     True
     """
-    return _state.training
+    return modes.training
 
 
 def set_training(training: bool) -> bool:
@@ -58,7 +60,7 @@ def set_training(training: bool) -> bool:
     >>> _ = autograd.set_training(previous)
     """
     previous = is_training()
-    _state.training = bool(training)
+    modes.training = bool(training)
     return previous
 
 
@@ -72,7 +74,7 @@ def is_recording() -> bool:
     ...     autograd.is_recording()
     True
     """
-    return _state.recording
+    return modes.recording
 
 
 def set_recording(recording: bool) -> bool:
@@ -85,7 +87,7 @@ def set_recording(recording: bool) -> bool:
     >>> _ = autograd.set_recording(previous)
     """
     previous = is_recording()
-    _state.recording = bool(recording)
+    modes.recording = bool(recording)
     return previous
 
 
@@ -240,7 +242,7 @@ def record_op(op: str, output: Any, inputs: Sequence[Any], attrs: Any = None) ->
     >>> y._node.op
     'relu'
     """
-    if not _state.recording or output is None:
+    if not modes.recording or output is None:
         return output
     inputs = tuple(inputs)
     # One pass (this runs on every recorded call): each input's producer, and
@@ -287,7 +289,7 @@ def check_assignable(name: str, target: Any) -> None:
 
 def would_record(inputs: Sequence[Any]) -> bool:
     """Whether an operator on ``inputs`` called now would be recorded."""
-    return _state.recording and any(
+    return modes.recording and any(
         arr is not None and (arr._node is not None or _is_variable(arr)) for arr in inputs)
 
 

@@ -46,7 +46,6 @@ from typing import Any, List, Tuple
 
 import numpy as np
 
-from . import methods
 from mxdeconv.autograd import tape
 from mxdeconv._core.errors import MXNetError
 from mxdeconv._core.dtypes import is_float_dtype
@@ -225,5 +224,3 @@ def setitem(arr: NDArray, key: Any, value: Any) -> None:
     buffer[np_key] = fitted  # NumPy copies first where value and target overlap
     arr._bump()
 
-
-methods.HOOKS.update(getitem=getitem, setitem=setitem)

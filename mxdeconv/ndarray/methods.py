@@ -6,32 +6,20 @@
 :mod:`mxdeconv.ndarray.numpy_protocols` implements with MXNet 1.9.1's rules (dtypes,
 result shapes, autograd); indexing goes to :mod:`mxdeconv.ndarray.indexing`.  This
 module only turns MXNet's arguments (``reshape``'s special values,
-``exclude=``, ``inplace=``) into NumPy's.  It sits below :mod:`mxdeconv.ndarray.ndarray`,
-which mixes :class:`NDArrayMethods` into NDArray, so it names no upper module:
-those fill :data:`HOOKS` when they are imported (``import mxdeconv`` does).
+``exclude=``, ``inplace=``) into NumPy's.  :class:`NDArrayMethods` is mixed into
+NDArray (:mod:`mxdeconv.ndarray.ndarray`), whose class body holds the methods that
+hand NDArrays to those modules (the protocols, indexing, ``astype``, ``copyto``).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterator
+from typing import Any, Iterator
 
 import numpy as np
 
 from mxdeconv._core.errors import MXNetError
 from mxdeconv.semantics.shapes import infer_reshape, normalize_axis, reduce_axes
 
-__all__ = ["HOOKS", "NDArrayMethods"]
-
-#: ``ufunc``, ``function``, ``astype``, ``copyto``, ``as_in_context``,
-#: ``reshape_copy`` (filled by mxdeconv.ndarray.numpy_protocols), ``getitem``,
-#: ``setitem`` (by mxdeconv.ndarray.indexing).
-HOOKS: Dict[str, Callable[..., Any]] = {}
-
-
-def _hook(name: str) -> Callable[..., Any]:
-    try:
-        return HOOKS[name]
-    except KeyError:
-        raise MXNetError(f"NDArray's {name} is not installed: import mxdeconv first") from None
+__all__ = ["NDArrayMethods"]
 
 
 class NDArrayMethods:
@@ -41,20 +29,6 @@ class NDArrayMethods:
     # NDArray compares elementwise (x == y is an array), yet stays hashable by
     # identity, as MXNet's NDArray is (defining __eq__ would drop __hash__).
     __hash__ = object.__hash__
-
-    # -- the NumPy protocols ----------------------------------------------------
-    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        return _hook("ufunc")(ufunc, method, inputs, kwargs)
-
-    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
-        return _hook("function")(func, types, args, kwargs)
-
-    # -- indexing (mxdeconv.ndarray.indexing) ------------------------------------------
-    def __getitem__(self, key: Any) -> Any:
-        return _hook("getitem")(self, key)
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        _hook("setitem")(self, key, value)
 
     def __iter__(self) -> Iterator[Any]:
         # MXNet iterates over the first axis (x[i] for each i); a 0-d array
@@ -160,7 +134,7 @@ class NDArrayMethods:
         leaves this array unexposed."""
         if not isinstance(inplace, (bool, np.bool_)):
             raise TypeError(f"inplace must be a bool, got {inplace!r}")
-        return np.reshape(self, shape) if inplace else _hook("reshape_copy")(self, shape)
+        return np.reshape(self, shape) if inplace else self._reshape_copy(shape)
 
     @property
     def T(self) -> Any:
@@ -283,45 +257,6 @@ class NDArrayMethods:
         (False, array([1., 1.], dtype=float32))
         """
         return np.copy(self)
-
-    def astype(self, dtype: Any, copy: bool = True) -> Any:
-        """A copy converted to ``dtype`` (floats become integers by truncation);
-        with ``copy=False`` the array itself when it already has that dtype.
-
-        >>> from mxdeconv import nd
-        >>> nd.array([1.7, -1.7]).astype("int32").asnumpy()
-        array([ 1, -1], dtype=int32)
-        >>> x = nd.ones((2,))
-        >>> x.astype("float32", copy=False) is x
-        True
-        """
-        return _hook("astype")(self, dtype, copy)
-
-    def copyto(self, other: Any) -> Any:
-        """Copy the values into ``other``: an NDArray of the same shape (any dtype;
-        returned), or a context (a new array there is returned).
-
-        >>> import mxdeconv
-        >>> from mxdeconv import nd
-        >>> target = nd.zeros((2,), dtype="int32")
-        >>> nd.array([1.5, 2.5]).copyto(target).asnumpy()
-        array([1, 2], dtype=int32)
-        >>> nd.ones((2,)).copyto(mxdeconv.cpu()).shape
-        (2,)
-        """
-        return _hook("copyto")(self, other)
-
-    def as_in_context(self, context: Any) -> Any:
-        """This array on ``context``: the array itself (only the CPU exists here;
-        a GPU context raises).
-
-        >>> import mxdeconv
-        >>> from mxdeconv import nd
-        >>> x = nd.ones((2,))
-        >>> x.as_in_context(mxdeconv.cpu()) is x
-        True
-        """
-        return _hook("as_in_context")(self, context)
 
 
 def _unary_method(ufunc: np.ufunc, name: str, example: str, result: str) -> Callable[[Any], Any]:

@@ -35,7 +35,6 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 import numpy as np
 
 from . import gradients  # noqa: F401  (registers the backward of every operator here)
-from . import methods
 from mxdeconv.autograd import tape
 from mxdeconv._core.errors import MXNetError
 from mxdeconv._core.buffers import aligned_empty
@@ -630,6 +629,3 @@ def as_in_context(arr: NDArray, context: Any) -> NDArray:
     context_arg("context", context)
     return arr
 
-
-methods.HOOKS.update(ufunc=array_ufunc, function=array_function, astype=astype,
-                       copyto=copyto, as_in_context=as_in_context, reshape_copy=reshape_copy)

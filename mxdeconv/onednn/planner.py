@@ -109,7 +109,10 @@ def _env_tuning() -> Tuple[bool, bool]:
     return True, False
 
 
-_tuning, _eager = _env_tuning()
+#: Whether new plans are tuned (tuning_on: read by the compiled hot path once
+#: per call, and part of every plan key) and tuned eagerly at the first call;
+#: set them through set_tuning / set_eager_tuning.
+tuning_on, _eager = _env_tuning()
 
 
 def _flag(setter: str, enabled: Any) -> bool:
@@ -123,14 +126,14 @@ def set_tuning(enabled: bool) -> bool:
     """Time candidates and keep the fastest correct one (True, the default), or
     take the first correct one in oneDNN's order (False); returns the old value.
     Calls from then on use the plans of the new setting (both are kept)."""
-    global _tuning
-    previous, _tuning = _tuning, _flag("set_tuning", enabled)
+    global tuning_on
+    previous, tuning_on = tuning_on, _flag("set_tuning", enabled)
     return previous
 
 
 def tuning() -> bool:
     """Whether new plans are tuned (see :func:`set_tuning`)."""
-    return _tuning
+    return tuning_on
 
 
 def set_eager_tuning(enabled: bool) -> bool:
@@ -294,7 +297,7 @@ def _thread_options(geom: DeconvGeometry) -> List[int]:
     param = geom.param
     macs = (geom.data_shape[0] * geom.in_channels * math.prod(geom.spatial_in)
             * param.num_filter // param.num_group * math.prod(param.kernel))
-    if threads == 1 or not _tuning:
+    if threads == 1 or not tuning_on:
         return [threads]
     return [1, threads] if macs < ONE_THREAD_MACS else [threads]
 
@@ -695,7 +698,7 @@ def _first_choice(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Ite
                                                suspect=suspect)
     choice = Choice(None if candidate is None else candidate.index, threads,
                     "" if candidate is None else candidate.impl, rejected=rejected)
-    if _tuning and plan is not None:
+    if tuning_on and plan is not None:
         _keep(key, geom, choice, False)
     return choice, plan
 
@@ -721,13 +724,13 @@ def _choose(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterable[
     check = make_check()
     what = key[0].replace("_", " ")
     try:
-        choice, plan, tuned = _from_disk(key, geom, candidates, check) if _tuning else \
+        choice, plan, tuned = _from_disk(key, geom, candidates, check) if tuning_on else \
             (None, None, False)
-        if choice is None and _tuning and _eager:
+        if choice is None and tuning_on and _eager:
             (choice, plan), tuned = _tuned_now(key, geom, candidates, check, costs, cost), True
         elif choice is None:
             choice, plan = _first_choice(key, geom, candidates, check)
-        if _tuning and plan is not None and not tuned:
+        if tuning_on and plan is not None and not tuned:
             agreed = [(choice.index, choice.threads)]
             if _eager:  # a first choice kept from an earlier run: tune it now
                 tuned_choice, tuned_plan = _tuned_now(key, geom, candidates, check, costs,
@@ -850,7 +853,7 @@ def forward_plan(geom: DeconvGeometry, dtype: str, training: bool, accumulate: b
     eltwise primitive).  An activation is part of the key, in memory and on
     disk (where None adds nothing, so the keys of plans without one stay)."""
     key = ("forward", geom, dtype, training, accumulate, act_type, _ops.get_num_threads(),
-           _tuning)
+           tuning_on)
     fuse = act_type is not None and kernel_check.can_check_fused(act_type, dtype)
     costs = _Costs()
     if act_type is None:  # the arguments of earlier versions, for wrappers of these
@@ -878,13 +881,13 @@ def backward_plans(geom: DeconvGeometry, dtype: str) -> Union[BackwardPlans, Una
     out_grad reorder when it reads out_grad in backward weights' layout."""
     threads = _ops.get_num_threads()
     weights_costs, data_costs = _Costs(), _Costs()  # each tuner steps its own
-    weights = _plan(("backward_weights", geom, dtype, threads, _tuning), geom,
+    weights = _plan(("backward_weights", geom, dtype, threads, tuning_on), geom,
                     lambda: _ops.backward_weights_candidates(geom, dtype),
                     lambda: kernel_check.backward_weights_check(geom, dtype), weights_costs,
                     lambda plan: _backward_weights_cost(weights_costs, plan))
     if isinstance(weights, Unavailable):
         return weights
-    data = _plan(("backward_data", geom, dtype, threads, _tuning), geom,
+    data = _plan(("backward_data", geom, dtype, threads, tuning_on), geom,
                  lambda: _ops.backward_data_candidates(geom, dtype),
                  lambda: kernel_check.backward_data_check(geom, dtype), data_costs,
                  lambda plan: _backward_data_cost(data_costs, plan, weights.diff_dst))

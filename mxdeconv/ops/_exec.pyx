@@ -27,7 +27,12 @@ from mxdeconv.onednn._ops cimport (
     enter_threads, leave_threads, new_buffer, new_plain_array, plain_view, reordered, run_reorder,
     thread_count, thread_state)
 from mxdeconv.onednn import planner
-from . import registry
+from . import registry, validation
+# The full path of a call the prepared call cannot serve: this package's Python
+# half, which imports this module while it loads (a circular import within the
+# package, resolved through sys.modules: only the functions' names are read, at
+# call time).
+from . import deconvolution
 from mxdeconv.autograd import tape
 from mxdeconv._core._ndbase cimport NDArrayBase, new_ndarray
 from mxdeconv.ndarray.ndarray import NDArray
@@ -317,8 +322,8 @@ cdef LRU_KEY_FORWARD = "forward call"
 cdef LRU_KEY_BACKWARD = "backward call"
 # This thread's modes and dispatch switches (threading.local objects, read
 # once per call, without a Python function call).
-cdef object _modes = tape._state
-cdef object _dispatch = registry._local
+cdef object _modes = tape.modes
+cdef object _dispatch = registry.dispatch
 cdef object ONEDNN = registry.ONEDNN
 
 
@@ -441,7 +446,7 @@ cdef object prepared_forward(data, weight, bias, out, req, train, dict params, a
                     dtype_code(w._dtype), shape_code(bias), dtype_code_of(bias),
                     shape_code(out), dtype_code_of(out), req,
                     _modes.training if train is None else train, thread_count(state),
-                    _dispatch.forced, registry._onednn_enabled, planner._tuning, act_type),
+                    _dispatch.forced, registry.onednn_on, planner.tuning_on, act_type),
                    params)
     prepared = state.cache.get(key)
     if prepared is None or expired((<PreparedForward>prepared).serving):
@@ -454,26 +459,6 @@ cdef object prepared_forward(data, weight, bias, out, req, train, dict params, a
     return (<PreparedForward>prepared).execute(data, weight, bias, out, params)
 
 
-# The full paths of forward and backward calls (deconvolution._forward and
-# _backward, in the layer above) and the documented entry points they belong
-# to: handed in by that module.
-cdef object _full_forward = None
-cdef object _documented_forward = None
-cdef object _full_backward = None
-cdef object _documented_backward = None
-
-
-def set_full_paths(forward, documented_forward, backward, documented_backward):
-    """Hand in the full paths, ``forward(key, data, weight, bias, out, req,
-    train, params)`` and ``backward(key, out_grad, data, weight, bias, req,
-    grads, train, params)``, and the documented ``Deconvolution`` and
-    ``Deconvolution_backward`` they are the slow half of: the compiled entry
-    points below call them when the prepared call cannot serve."""
-    global _full_forward, _documented_forward, _full_backward, _documented_backward
-    _full_forward, _documented_forward = forward, documented_forward
-    _full_backward, _documented_backward = backward, documented_backward
-
-
 def Deconvolution(data, weight, bias=None, out=None, req="write", train=None, name=None,
                   **params):
     """``deconvolution.Deconvolution`` compiled: a repeated call reaches its
@@ -481,10 +466,11 @@ def Deconvolution(data, weight, bias=None, out=None, req="write", train=None, na
     half a microsecond of a tiny layer's call); any other call goes on to the
     full path with the key the prepared call would have."""
     if name is not None and type(name) is not str:
-        return _documented_forward(data, weight, bias, out, req, train, name, **params)
+        validation.check_name(name)
     result = prepared_forward(data, weight, bias, out, req, train, params, None)
     if type(result) is Miss:
-        return _full_forward((<Miss>result).key, data, weight, bias, out, req, train, params)
+        return deconvolution.full_forward((<Miss>result).key, data, weight, bias, out, req,
+                                          train, params)
     return result
 
 
@@ -528,12 +514,11 @@ def Deconvolution_backward(out_grad, data, weight, bias=None, req="write", grads
     """``deconvolution.Deconvolution_backward`` compiled, as
     :func:`Deconvolution` is."""
     if name is not None and type(name) is not str:
-        return _documented_backward(out_grad, data, weight, bias, req, grads, train, name,
-                                    **params)
+        validation.check_name(name)
     result = prepared_backward(out_grad, data, weight, bias, req, grads, train, params)
     if type(result) is Miss:
-        return _full_backward((<Miss>result).key, out_grad, data, weight, bias, req, grads,
-                              train, params)
+        return deconvolution.full_backward((<Miss>result).key, out_grad, data, weight, bias,
+                                           req, grads, train, params)
     return result
 
 
@@ -576,7 +561,7 @@ cdef object prepared_backward(out_grad, data, weight, bias, req, grads, train, d
                     dtype_code(d._dtype), w._shape, dtype_code(w._dtype), shape_code(bias),
                     dtype_code_of(bias), reqs, tuple(target_sigs),
                     _modes.training if train is None else train, thread_count(state),
-                    _dispatch.forced, registry._onednn_enabled, planner._tuning),
+                    _dispatch.forced, registry.onednn_on, planner.tuning_on),
                    params)
     prepared = state.cache.get(key)
     if prepared is None or expired((<PreparedBackward>prepared).serving):

@@ -90,10 +90,10 @@ def Deconvolution(data: Any, weight: Any, bias: Any = None, out: Optional[NDArra
         key = prepared.key
     else:
         key = None
-    return _forward(key, data, weight, bias, out, req, train, params)
+    return full_forward(key, data, weight, bias, out, req, train, params)
 
 
-def _forward(key: Any, data: Any, weight: Any, bias: Any, out: Optional[NDArray],
+def full_forward(key: Any, data: Any, weight: Any, bias: Any, out: Optional[NDArray],
              req: Any, train: Any, params: dict,
              act_type: Optional[str] = None) -> Optional[NDArray]:
     """The full path of a forward call (and, on oneDNN, its prepared call);
@@ -187,7 +187,7 @@ def DeconvolutionActivation(data: Any, weight: Any, bias: Any = None, *, act_typ
         key = prepared.key
     else:
         key = None
-    return _forward(key, data, weight, bias, None, "write", train, params, act_type)
+    return full_forward(key, data, weight, bias, None, "write", train, params, act_type)
 
 
 class _ActivationAttrs:
@@ -267,10 +267,10 @@ def Deconvolution_backward(out_grad: Any, data: Any, weight: Any, bias: Any = No
         key = prepared.key
     else:
         key = None
-    return _backward(key, out_grad, data, weight, bias, req, grads, train, params)
+    return full_backward(key, out_grad, data, weight, bias, req, grads, train, params)
 
 
-def _backward(key: Any, out_grad: Any, data: Any, weight: Any, bias: Any, req: Any,
+def full_backward(key: Any, out_grad: Any, data: Any, weight: Any, bias: Any, req: Any,
               grads: Any, train: Any, params: dict) -> Tuple[Optional[NDArray], ...]:
     """The full path of a backward call (and, on oneDNN, its prepared call)."""
     if isinstance(req, str):
@@ -402,7 +402,6 @@ if _exec is not None:
     # The same functions compiled (see _exec.Deconvolution): a repeated call
     # skips the Python frame.  The documented ones stay their signatures,
     # docstrings and error paths; the compiled ones keep their own __module__.
-    _exec.set_full_paths(_forward, Deconvolution, _backward, Deconvolution_backward)
     Deconvolution = functools.update_wrapper(_exec.Deconvolution, Deconvolution,
                                              assigned=("__doc__",))
     Deconvolution_backward = functools.update_wrapper(

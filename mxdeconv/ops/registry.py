@@ -42,7 +42,9 @@ def _env_enabled() -> bool:
     return True
 
 
-_onednn_enabled = _env_enabled()
+#: Whether dispatch may choose oneDNN: read by the compiled hot path once per
+#: call (set it through set_onednn_enabled).
+onednn_on = _env_enabled()
 class _ThreadDispatch(threading.local):
     """Each thread's forced implementation and the one its last call ran."""
 
@@ -50,7 +52,9 @@ class _ThreadDispatch(threading.local):
     last: Optional[str] = None
 
 
-_local = _ThreadDispatch()
+#: This thread's dispatch switches (the forced implementation, the last one
+#: run): read by the compiled hot path once per call.
+dispatch = _ThreadDispatch()
 
 
 @dataclass(frozen=True)
@@ -81,7 +85,7 @@ class Operator:
         """For each implementation, None if it would run ``call``, else why not."""
         result = {}
         for impl in self.implementations:
-            if impl.name == ONEDNN and not _onednn_enabled:
+            if impl.name == ONEDNN and not onednn_on:
                 result[impl.name] = ("the oneDNN path is disabled (set_onednn_enabled"
                                      "(False) or MXDECONV_ONEDNN=0)")
             else:
@@ -90,14 +94,14 @@ class Operator:
 
     def select(self, call: Any) -> Implementation:
         """The implementation to run ``call``; records it for :func:`last_impl`."""
-        forced = _local.forced
+        forced = dispatch.forced
         if forced is not None:
             return self._forced(forced, call)
         for impl in self.implementations:
-            if impl.name == ONEDNN and not _onednn_enabled:
+            if impl.name == ONEDNN and not onednn_on:
                 continue
             if impl.supports(call) is None:
-                _local.last = impl.name
+                dispatch.last = impl.name
                 return impl
         raise MXNetError(f"{self.name}: no implementation supports this call: "
                          f"{self.reasons(call)}")
@@ -109,7 +113,7 @@ class Operator:
                 if reason is not None:
                     raise MXNetError(f"{self.name}: implementation {name!r} was forced "
                                      f"but cannot run this call: {reason}")
-                _local.last = impl.name
+                dispatch.last = impl.name
                 return impl
         raise MXNetError(f"{self.name}: no implementation named {name!r}; "
                          f"known: {[i.name for i in self.implementations]}")
@@ -144,7 +148,7 @@ def last_impl() -> Optional[str]:
     >>> mxdeconv.last_impl()
     'numpy'
     """
-    return _local.last
+    return dispatch.last
 
 
 @contextlib.contextmanager
@@ -167,12 +171,12 @@ def use_impl(name: str) -> Iterator[None]:
     if name not in IMPLEMENTATIONS:
         raise MXNetError(f"use_impl: no implementation named {name!r}; known: "
                          f"{IMPLEMENTATIONS}")
-    previous = _local.forced
-    _local.forced = name
+    previous = dispatch.forced
+    dispatch.forced = name
     try:
         yield
     finally:
-        _local.forced = previous
+        dispatch.forced = previous
 
 
 def set_onednn_enabled(enabled: bool) -> bool:
@@ -184,12 +188,12 @@ def set_onednn_enabled(enabled: bool) -> bool:
     False
     >>> _ = mxdeconv.set_onednn_enabled(previous)
     """
-    global _onednn_enabled
+    global onednn_on
     if not (isinstance(enabled, bool) or type(enabled).__name__ == "bool_"
             or isinstance(enabled, int) and enabled in (0, 1)):
         raise TypeError(f"set_onednn_enabled: enabled must be a bool, got {enabled!r} "
                         f"of type {type(enabled).__name__}")
-    previous, _onednn_enabled = _onednn_enabled, bool(enabled)
+    previous, onednn_on = onednn_on, bool(enabled)
     return previous
 
 
@@ -200,4 +204,4 @@ def onednn_enabled() -> bool:
     >>> isinstance(mxdeconv.onednn_enabled(), bool)
     True
     """
-    return _onednn_enabled
+    return onednn_on
