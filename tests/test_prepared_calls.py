@@ -180,3 +180,14 @@ def test_recorded_forward_through_a_prepared_call():
                              stride=(2, 2), dilate=(1, 1), pad_l=(1, 1), pad_r=(1, 1),
                              num_group=1)
     np.testing.assert_allclose(w.grad.asnumpy(), ref[1], **TOL)
+
+
+def test_more_keyword_arguments_than_a_bitmask_holds_take_the_full_path():
+    """The prepared-call key marks each bool keyword with a bit of a C long:
+    a call with 70 keywords (64 of them unknown) must not shift past it, and
+    gets the full path's error naming the unknown arguments."""
+    x, w, _ = _arrays()
+    nd.Deconvolution(x, w, kernel=(3, 3), num_filter=w.shape[1])  # a prepared call exists
+    junk = {f"junk{i}": True for i in range(64)}
+    with pytest.raises(TypeError, match="unexpected keyword argument.*junk63"):
+        nd.Deconvolution(x, w, kernel=(3, 3), num_filter=w.shape[1], **junk)

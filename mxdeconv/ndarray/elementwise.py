@@ -19,7 +19,7 @@ import numpy as np
 from . import numpy_protocols
 from mxdeconv.autograd import tape
 from mxdeconv._core.buffers import aligned_empty
-from .gradients import deliver as _deliver, reduce_to as _reduce_to  # noqa: F401 (shared)
+from .gradients import deliver as _deliver
 from .ndarray import NDArray, as_ndarray
 
 __all__ = ["add", "multiply", "relu"]

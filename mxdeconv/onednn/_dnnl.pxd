@@ -90,7 +90,17 @@ cdef extern from "oneapi/dnnl/dnnl.h" nogil:
         dnnl_query_inner_idxs
 
     ctypedef enum dnnl_cpu_isa_t:
-        pass
+        dnnl_cpu_isa_sse41
+        dnnl_cpu_isa_avx
+        dnnl_cpu_isa_avx2
+        dnnl_cpu_isa_avx2_vnni
+        dnnl_cpu_isa_avx2_vnni_2
+        dnnl_cpu_isa_avx512_core
+        dnnl_cpu_isa_avx512_core_vnni
+        dnnl_cpu_isa_avx512_core_bf16
+        dnnl_cpu_isa_avx512_core_fp16
+        dnnl_cpu_isa_avx512_core_amx
+        dnnl_cpu_isa_avx512_core_amx_fp16
 
     ctypedef struct dnnl_version_t:
         int major

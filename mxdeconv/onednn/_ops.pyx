@@ -310,10 +310,15 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 # ----------------------------------------------------------------------------
 # Version and ISA
 # ----------------------------------------------------------------------------
-_ISA_NAMES = {0x1: "sse41", 0x3: "avx", 0x7: "avx2", 0xf: "avx2_vnni",
-              0x1f: "avx2_vnni_2", 0x27: "avx512_core", 0x67: "avx512_core_vnni",
-              0xe7: "avx512_core_bf16", 0x1ef: "avx512_core_fp16",
-              0xfef: "avx512_core_amx", 0x1fef: "avx512_core_amx_fp16"}
+# Named as oneDNN names them (ONEDNN_MAX_CPU_ISA), keyed by the header's enum.
+_ISA_NAMES = {dnnl_cpu_isa_sse41: "sse41", dnnl_cpu_isa_avx: "avx", dnnl_cpu_isa_avx2: "avx2",
+              dnnl_cpu_isa_avx2_vnni: "avx2_vnni", dnnl_cpu_isa_avx2_vnni_2: "avx2_vnni_2",
+              dnnl_cpu_isa_avx512_core: "avx512_core",
+              dnnl_cpu_isa_avx512_core_vnni: "avx512_core_vnni",
+              dnnl_cpu_isa_avx512_core_bf16: "avx512_core_bf16",
+              dnnl_cpu_isa_avx512_core_fp16: "avx512_core_fp16",
+              dnnl_cpu_isa_avx512_core_amx: "avx512_core_amx",
+              dnnl_cpu_isa_avx512_core_amx_fp16: "avx512_core_amx_fp16"}
 
 
 def onednn_version():
@@ -690,6 +695,8 @@ cdef Primitive make_primitive(PrimitiveDesc pd, list args):
     cdef MemoryDesc desc
     p.impl = pd.impl()
     p.threads = omp_get_max_threads()  # oneDNN plans its OpenMP team at creation
+    if len(args) > MAX_ARGS:  # p.args is a C array: never write past it
+        raise MXNetError(f"{p.impl}: {len(args)} execution arguments, at most {MAX_ARGS}")
     for arg, desc in args:
         p.args[p.nargs].arg = arg
         check(dnnl_memory_create(&p.args[p.nargs].memory, desc.md, engine(),
@@ -1620,6 +1627,9 @@ cdef list time_primitive(Primitive prim, list descs, int repeats):
     cdef void *handles[MAX_ARGS]
     cdef int i
     cdef double start
+    if len(descs) != prim.nargs:  # handles is a C array of MAX_ARGS >= prim.nargs
+        raise MXNetError(f"time_primitive: {len(descs)} buffers for {prim.impl}, which takes "
+                         f"{prim.nargs}")
     buffers = [touched_bytes((<MemoryDesc>d).size + 64, i) for i, d in enumerate(descs)]
     for i in range(len(buffers)):
         handles[i] = data_ptr(buffers[i])

@@ -1,6 +1,6 @@
 """Type stubs for the compiled hot path (``mxdeconv/_exec.pyx``): NDArrays in
 and out of oneDNN plans, and prepared calls."""
-from typing import Any, Callable, Dict, Optional, Tuple, Union
+from typing import Any, Dict, Optional, Tuple, Union
 
 from mxdeconv.onednn._ops import BackwardDataPlan, BackwardWeightsPlan, ForwardPlan
 from mxdeconv.ndarray.ndarray import NDArray
@@ -64,5 +64,3 @@ def Deconvolution_backward(out_grad: Any, data: Any, weight: Any, bias: Any = ..
                            req: Any = ..., grads: Any = ..., train: Optional[bool] = ...,
                            name: Optional[str] = ..., **params: Any) -> _Grads: ...
 def keep(key: Tuple[Any, ...], prepared: Union[PreparedForward, PreparedBackward]) -> None: ...
-def backward(out_grad: Any, data: Any, weight: Any, bias: Any, req: Any, grads: Any,
-             train: Any, params: Dict[str, Any]) -> Union[_Grads, Miss]: ...

@@ -274,6 +274,8 @@ cdef long params_bools(dict params) except -2:
     and tuples of exact ints are keyed as they are; bools are marked, so True
     and 1 stay apart; anything else (floats, lists, NumPy scalars) is not keyed."""
     cdef long position = 0, bools = 0
+    if len(params) >= 8 * sizeof(long) - 1:  # one bit each: more would shift past a long
+        return -1
     for value in params.values():
         kind = type(value)
         if kind is tuple:
@@ -502,11 +504,6 @@ cdef class PreparedBackward:
                                grads, self.accumulate, self.needed)
         _dispatch.last = ONEDNN
         return results
-
-
-def backward(out_grad, data, weight, bias, req, grads, train, dict params):
-    """A Deconvolution backward through its prepared call, or a Miss."""
-    return prepared_backward(out_grad, data, weight, bias, req, grads, train, params)
 
 
 def Deconvolution_backward(out_grad, data, weight, bias=None, req="write", grads=None,

@@ -83,14 +83,9 @@ def Deconvolution(data: Any, weight: Any, bias: Any = None, out: Optional[NDArra
     """
     if name is not None:
         check_name(name)
-    if _exec is not None:
-        prepared = _exec.forward(data, weight, bias, out, req, train, params)
-        if type(prepared) is not _exec.Miss:
-            return prepared
-        key = prepared.key
-    else:
-        key = None
-    return full_forward(key, data, weight, bias, out, req, train, params)
+    # With the extension loaded, _exec.Deconvolution replaces this function
+    # (below): this body runs only without it, so there is no prepared call.
+    return full_forward(None, data, weight, bias, out, req, train, params)
 
 
 def full_forward(key: Any, data: Any, weight: Any, bias: Any, out: Optional[NDArray],
@@ -260,14 +255,7 @@ def Deconvolution_backward(out_grad: Any, data: Any, weight: Any, bias: Any = No
     """
     if name is not None:
         check_name(name)
-    if _exec is not None:
-        prepared = _exec.backward(out_grad, data, weight, bias, req, grads, train, params)
-        if type(prepared) is not _exec.Miss:
-            return prepared
-        key = prepared.key
-    else:
-        key = None
-    return full_backward(key, out_grad, data, weight, bias, req, grads, train, params)
+    return full_backward(None, out_grad, data, weight, bias, req, grads, train, params)  # as above
 
 
 def full_backward(key: Any, out_grad: Any, data: Any, weight: Any, bias: Any, req: Any,
