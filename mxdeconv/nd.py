@@ -11,13 +11,12 @@
 from __future__ import annotations
 
 from .ops.activation import Activation
-from .ndarray import indexing, numpy_protocols  # noqa: F401  (NDArray's indexing and NumPy protocols)
 from .ndarray import random
 from .ops.deconvolution import Deconvolution, Deconvolution_backward
 from .ndarray.elementwise import add, multiply, relu
 from .ndarray.ndarray import (
     NDArray, array, empty, from_dlpack, ones, to_dlpack_for_read, to_dlpack_for_write, zeros)
-# NDArray basics (mxdeconv.ndfunctions; nd.random is mxdeconv.random).
+# NDArray basics (mxdeconv.ndarray.functions; nd.random is mxdeconv.ndarray.random).
 from .ndarray.functions import arange, concat, full, ones_like, stack, waitall, zeros_like
 from .io.ndarray_file import load, load_frombuffer, save
 

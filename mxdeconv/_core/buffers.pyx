@@ -19,7 +19,6 @@ their sizes on every call.
 """
 import math
 import os
-import warnings
 
 import numpy as np
 cimport numpy as cnp
@@ -39,6 +38,7 @@ cdef extern from *:
     """
     int MADV_HUGEPAGE
 
+from .env import env_int
 from .errors import MXNetError
 
 cnp.import_array()
@@ -106,24 +106,10 @@ cdef size_t _HUGE_PAGE = 2 << 20
 DEFAULT_POOL_BYTES = 1 << 30
 
 
-def _pool_limit_from_env():
-    text = os.environ.get("MXDECONV_BUFFER_POOL_BYTES")
-    if text is None or not text.strip():
-        return DEFAULT_POOL_BYTES
-    try:
-        value = int(text)
-        if value < 0:
-            raise ValueError
-        return value
-    except ValueError:
-        warnings.warn(f"MXDECONV_BUFFER_POOL_BYTES={text!r} is not a byte count >= 0; "
-                      f"using {DEFAULT_POOL_BYTES}", RuntimeWarning, stacklevel=2)
-        return DEFAULT_POOL_BYTES
-
-
 cdef dict _idle = {}           # size class -> addresses of idle blocks of that size
 cdef size_t _idle_bytes = 0
-cdef size_t _pool_limit = _pool_limit_from_env()
+cdef size_t _pool_limit = env_int("MXDECONV_BUFFER_POOL_BYTES", DEFAULT_POOL_BYTES, 0, 1 << 62,
+                                  "a byte count")
 cdef size_t _reused = 0, _fresh = 0   # large blocks only
 
 

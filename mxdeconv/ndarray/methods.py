@@ -12,7 +12,7 @@ hand NDArrays to those modules (the protocols, indexing, ``astype``, ``copyto``)
 """
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 

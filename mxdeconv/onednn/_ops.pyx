@@ -25,6 +25,7 @@ from cython.parallel cimport prange
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 
 from ._dnnl cimport *
+from mxdeconv._core.env import env_int
 from mxdeconv._core.errors import MXNetError
 from mxdeconv._core.buffers cimport aligned_array, aligned_bytes
 
@@ -58,26 +59,8 @@ MAX_CACHE_CAPACITY = 1 << 20
 DEFAULT_CACHE_CAPACITY = 1024
 
 
-def _capacity_from_env():
-    """MXDECONV_PRIMITIVE_CACHE_CAPACITY, or the default with a warning when it
-    is not an integer in [0, MAX_CACHE_CAPACITY] (junk in the environment must
-    not make the import fail)."""
-    value = os.environ.get("MXDECONV_PRIMITIVE_CACHE_CAPACITY")
-    if value is None:
-        return DEFAULT_CACHE_CAPACITY
-    try:
-        capacity = int(value)
-    except ValueError:
-        capacity = -1
-    if not 0 <= capacity <= MAX_CACHE_CAPACITY:
-        warnings.warn(f"MXDECONV_PRIMITIVE_CACHE_CAPACITY must be an integer in "
-                      f"[0, {MAX_CACHE_CAPACITY}], got {value!r}; using "
-                      f"{DEFAULT_CACHE_CAPACITY}", RuntimeWarning, stacklevel=2)
-        return DEFAULT_CACHE_CAPACITY
-    return capacity
-
-
-cdef Py_ssize_t _capacity = _capacity_from_env()
+cdef Py_ssize_t _capacity = env_int("MXDECONV_PRIMITIVE_CACHE_CAPACITY", DEFAULT_CACHE_CAPACITY,
+                                    0, MAX_CACHE_CAPACITY)
 
 
 cdef class _Entry:

@@ -41,7 +41,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import statistics
 import threading
 import time
@@ -52,6 +51,7 @@ from typing import (Any, Callable, Dict, Generator, Iterable, List, Optional, Se
 
 from . import kernel_check, plan_store
 from ._loader import ops as _ops
+from mxdeconv._core.env import env_word
 from mxdeconv._core.errors import KernelDefectWarning, MXNetError
 from mxdeconv.semantics.attributes import DeconvGeometry
 
@@ -96,17 +96,10 @@ MAX_SERVED = 100_000
 
 
 def _env_tuning() -> Tuple[bool, bool]:
-    """(tuning on, eager) from MXDECONV_TUNE: 0/1, or "eager" (tune a new
+    """(tuning on, eager) from MXDECONV_TUNE: on/off, or "eager" (tune a new
     layer to the end at its first call, as before the tuner ran on calls)."""
-    value = os.environ.get("MXDECONV_TUNE", "1").strip().lower()
-    if value in ("0", "false", "off", "no"):
-        return False, False
-    if value == "eager":
-        return True, True
-    if value not in ("1", "true", "on", "yes", ""):
-        warnings.warn(f"MXDECONV_TUNE={value!r} is not 0/1/true/false/on/off/yes/no/eager; "
-                      "tuning stays on", RuntimeWarning, stacklevel=2)
-    return True, False
+    word = env_word("MXDECONV_TUNE", "on", extra=("eager",))
+    return word != "off", word == "eager"
 
 
 #: Whether new plans are tuned (tuning_on: read by the compiled hot path once

@@ -11,35 +11,22 @@ off with :func:`set_onednn_enabled` / the environment variable
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
-import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
+from mxdeconv._core.env import env_word
 from mxdeconv._core.errors import MXNetError
 
 ONEDNN, NUMPY = "onednn", "numpy"
 IMPLEMENTATIONS = (ONEDNN, NUMPY)
 
 
-_FALSE_WORDS = ("0", "false", "off", "no")
-_TRUE_WORDS = ("1", "true", "on", "yes", "")
-
-
 def _env_enabled() -> bool:
-    """The oneDNN switch from the environment; an unknown value warns and leaves it on."""
-    for name in ("MXDECONV_ONEDNN", "MXNET_MKLDNN_ENABLED"):
-        value = os.environ.get(name)
-        if value is None:
-            continue
-        word = value.strip().lower()
-        if word in _FALSE_WORDS:
-            return False
-        if word not in _TRUE_WORDS:
-            warnings.warn(f"{name}={value!r} is not one of {_FALSE_WORDS + _TRUE_WORDS[:-1]}; "
-                          "the oneDNN path stays enabled", RuntimeWarning, stacklevel=2)
-    return True
+    """The oneDNN switch from the environment (MXDECONV_ONEDNN, or MXNet's
+    MXNET_MKLDNN_ENABLED); an unknown value warns and leaves it on."""
+    return all(env_word(name, "on") == "on"
+               for name in ("MXDECONV_ONEDNN", "MXNET_MKLDNN_ENABLED"))
 
 
 #: Whether dispatch may choose oneDNN: read by the compiled hot path once per
