@@ -17,7 +17,8 @@ from mxdeconv import NDArray, autograd, gluon, nd
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 MODULES = ["mxdeconv", "mxdeconv.nd", "mxdeconv.ndarray.ndarray", "mxdeconv.autograd",
-           "mxdeconv.ndarray.elementwise", "mxdeconv.gluon", "mxdeconv.ops.registry",
+           "mxdeconv.ndarray.elementwise", "mxdeconv.gluon", "mxdeconv.gluon.parameter",
+           "mxdeconv.ops.registry",
            "mxdeconv.semantics.attributes", "mxdeconv.ops.deconvolution", "mxdeconv.io.ndarray_file",
            "mxdeconv.semantics.activations", "mxdeconv.ops.activation",
            # NDArray basics
