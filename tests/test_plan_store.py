@@ -425,11 +425,11 @@ def test_writes_stop_after_the_first_write_failure(tmp_path, monkeypatch, error)
     warnings turned into errors), no write attempted again, choices in memory."""
     attempts = []
 
-    def failing(path, text):
+    def failing(path, *args, **kwargs):
         attempts.append(path)
         raise error
 
-    monkeypatch.setattr(plan_store, "_replace_atomically", failing)
+    monkeypatch.setattr(plan_store, "replace_atomically", failing)
     store = plan_store.PlanStore(tmp_path / CACHE)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -438,7 +438,7 @@ def test_writes_stop_after_the_first_write_failure(tmp_path, monkeypatch, error)
     assert len(attempts) == 1 and store.path is None
     assert store.get("a") == {"index": 0} and store.get("b") == {"index": 1}
     fresh = plan_store.PlanStore(tmp_path / CACHE)
-    monkeypatch.setattr(plan_store, "_replace_atomically", failing)
+    monkeypatch.setattr(plan_store, "replace_atomically", failing)
     with pytest.warns(RuntimeWarning, match="could not be written"):
         fresh.put("c", {"index": 2})
 

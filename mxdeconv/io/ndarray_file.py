@@ -39,12 +39,12 @@ from __future__ import annotations
 import math
 import os
 import struct
-import uuid
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from mxdeconv._core.errors import MXNetError
+from mxdeconv._core.files import replace_atomically
 from mxdeconv._core.buffers import aligned_empty
 from mxdeconv._core import dtypes
 from mxdeconv.ndarray.ndarray import NDArray
@@ -390,33 +390,13 @@ def _check_arrays(arrays: Sequence[np.ndarray], names: Optional[Sequence[str]],
 
 
 def write_atomically(path: str, chunks: Sequence[Any], name: str) -> None:
-    """Write ``chunks`` (bytes-like) to a new file beside ``path``, then rename it to
-    ``path``: a reader never sees a half-written file, and a failure leaves
-    ``path`` as it was.  An OSError becomes :class:`MXNetError` naming the argument
-    ``name``."""
-    folder, base = os.path.split(os.path.abspath(path))
-    temporary = os.path.join(folder, f".{base}.{uuid.uuid4().hex[:12]}.tmp")
+    """Write ``chunks`` (bytes-like) to ``path`` atomically (a reader never sees a
+    half-written file, and a failure leaves ``path`` as it was); an OSError
+    becomes :class:`MXNetError` naming the argument ``name``."""
     try:
-        # os.open with mode 0o666: the umask applies, as for a plain open(path, "wb").
-        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        with os.fdopen(descriptor, "wb") as handle:
-            for chunk in chunks:
-                handle.write(chunk)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
+        replace_atomically(path, chunks)
     except OSError as err:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
         raise MXNetError(f"cannot write {name}={path!r}: {err}") from err
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
-        raise
 
 
 def write_arrays(path: str, arrays: Sequence[np.ndarray], names: Optional[Sequence[str]] = None,

@@ -24,11 +24,12 @@ import json
 import os
 import re
 import stat
-import tempfile
 import threading
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Tuple, Union
+
+from mxdeconv._core.files import replace_atomically
 
 
 ENV = "MXDECONV_CACHE_DIR"
@@ -196,22 +197,6 @@ def _remove_stale_temporaries(directory: Path) -> None:
             pass
 
 
-def _replace_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to a temporary file beside ``path``, flush it to the disk,
-    then rename it over ``path``: readers see the old file or the new one."""
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=_TEMPORARY_PREFIX,
-                                         suffix=_TEMPORARY_SUFFIX)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    finally:
-        if os.path.lexists(temporary):
-            os.unlink(temporary)
-
-
 def _check_lock_file(path: Path) -> None:
     """Open (or create) the lock file once: filelock retries a lock file it
     cannot open until its timeout, and a directory such as /proc/self never
@@ -366,7 +351,8 @@ class PlanStore:
                 merged.pop(key, None)      # re-inserted last: the newest entries
                 merged[key] = entry
             merged = trimmed(merged, MAX_ENTRIES)
-            _replace_atomically(path, _serialized(merged))
+            replace_atomically(str(path), [_serialized(merged).encode("utf-8")],
+                               _TEMPORARY_PREFIX, _TEMPORARY_SUFFIX, private=True)
             # mkstemp's file is this user's, mode 0600: private if the folder is.
             self._private = _private_folder(path) and (
                 self._private or all(key in entries for key in merged))
