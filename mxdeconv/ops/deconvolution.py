@@ -37,7 +37,8 @@ from .validation import (
 _exec = onednn_impl._exec  # the extension's glue, or None when it failed to load
 OPERATOR = registry.operator("Deconvolution")
 OPERATOR.register(registry.Implementation(registry.ONEDNN, onednn_impl.supports,
-                                          onednn_impl.forward, onednn_impl.backward))
+                                          onednn_impl.forward, onednn_impl.backward,
+                                          onednn_impl.prepare))
 OPERATOR.register(registry.Implementation(registry.NUMPY, numpy_impl.supports,
                                           numpy_impl.forward, numpy_impl.backward))
 _GRAD_NAMES = ("data_grad", "weight_grad", "bias_grad")

@@ -4,7 +4,7 @@ extension's glue (``_exec``).
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import Optional, Tuple
 
 from mxdeconv.onednn import planner
 from mxdeconv.onednn._loader import ERROR as EXTENSION_ERROR
@@ -28,6 +28,14 @@ def supports(call: Call) -> Optional[str]:
                 f"({' or '.join(onednn_dtype_names())} only)")
     if call.geom.out_shape[0] == 0:
         return "an empty batch has nothing for oneDNN to compute"
+    return None
+
+
+def prepare(call: Call) -> Optional[str]:
+    """The planner's checked plan for ``call`` (kept in ``call.plan``; chosen,
+    checked and perhaps tuned on the first call of its layer, from memory
+    after), or why there is none."""
+    dtype = onednn_name(call.dtype)
     if call.purpose == FORWARD:
         plan = planner.forward_plan(call.geom, dtype, call.training, call.accumulate,
                                   call.act_type)

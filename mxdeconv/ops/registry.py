@@ -48,14 +48,19 @@ dispatch = _ThreadDispatch()
 class Implementation:
     """One way to run an operator.
 
-    ``supports(call)`` returns None or a reason string; ``forward`` and
-    ``backward`` take the validated call.
+    ``supports(call)`` returns None or a reason string, from the call alone
+    (dtype, shapes, what is loaded): cheap and without side effects.
+    ``prepare(call)``, if any, is the costly step after it that may still
+    refuse (the oneDNN planner: choosing and checking a plan, kept in
+    ``call.plan``); dispatch runs it only for the implementation it is about
+    to select.  ``forward`` and ``backward`` take the prepared call.
     """
 
     name: str
     supports: Callable[[Any], Optional[str]]
     forward: Callable[..., Any]
     backward: Callable[..., Any]
+    prepare: Optional[Callable[[Any], Optional[str]]] = None
 
 
 class Operator:
@@ -68,35 +73,44 @@ class Operator:
     def register(self, implementation: Implementation) -> None:
         self.implementations.append(implementation)
 
+    @staticmethod
+    def _prepared(impl: Implementation, call: Any) -> Optional[str]:
+        """None if ``impl`` can run ``call`` (now prepared), else why not."""
+        reason = impl.supports(call)
+        if reason is None and impl.prepare is not None:
+            reason = impl.prepare(call)
+        return reason
+
+    def _refusal(self, impl: Implementation, call: Any) -> Optional[str]:
+        """As :meth:`_prepared`, and the oneDNN path only while it is enabled."""
+        if impl.name == ONEDNN and not onednn_on:
+            return "the oneDNN path is disabled (set_onednn_enabled(False) or MXDECONV_ONEDNN=0)"
+        return self._prepared(impl, call)
+
     def reasons(self, call: Any) -> Dict[str, Optional[str]]:
-        """For each implementation, None if it would run ``call``, else why not."""
-        result = {}
-        for impl in self.implementations:
-            if impl.name == ONEDNN and not onednn_on:
-                result[impl.name] = ("the oneDNN path is disabled (set_onednn_enabled"
-                                     "(False) or MXDECONV_ONEDNN=0)")
-            else:
-                result[impl.name] = impl.supports(call)
-        return result
+        """For each implementation, None if it would run ``call``, else why not
+        (each one prepared: for :meth:`explain`, not for dispatch)."""
+        return {impl.name: self._refusal(impl, call) for impl in self.implementations}
 
     def select(self, call: Any) -> Implementation:
-        """The implementation to run ``call``; records it for :func:`last_impl`."""
+        """The first implementation that can run ``call``, prepared; records it
+        for :func:`last_impl`.  Those after it are not asked."""
         forced = dispatch.forced
         if forced is not None:
             return self._forced(forced, call)
+        refusals = {}
         for impl in self.implementations:
-            if impl.name == ONEDNN and not onednn_on:
-                continue
-            if impl.supports(call) is None:
+            reason = self._refusal(impl, call)
+            if reason is None:
                 dispatch.last = impl.name
                 return impl
-        raise MXNetError(f"{self.name}: no implementation supports this call: "
-                         f"{self.reasons(call)}")
+            refusals[impl.name] = reason
+        raise MXNetError(f"{self.name}: no implementation supports this call: {refusals}")
 
     def _forced(self, name: str, call: Any) -> Implementation:
         for impl in self.implementations:
             if impl.name == name:
-                reason = impl.supports(call)
+                reason = self._prepared(impl, call)  # forced: even while switched off
                 if reason is not None:
                     raise MXNetError(f"{self.name}: implementation {name!r} was forced "
                                      f"but cannot run this call: {reason}")
