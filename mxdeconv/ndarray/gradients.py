@@ -24,8 +24,8 @@ from typing import Any, Callable, Optional, Sequence, Tuple
 import numpy as np
 
 from mxdeconv.autograd import tape
-from mxdeconv._core.buffers import aligned_empty
-from .ndarray import NDArray
+
+from .ndarray import NDArray, write_values
 
 __all__ = ["deliver", "reduce_to"]
 
@@ -46,21 +46,12 @@ def reduce_to(grad: np.ndarray, shape: Tuple[int, ...]) -> np.ndarray:
 
 def deliver(value: np.ndarray, req: str, target: Optional[NDArray],
             dtype: np.dtype) -> Optional[NDArray]:
-    """Write or add ``value`` into ``target``, or wrap a fresh copy (never a view
-    of out_grad: gradients flowing to several inputs must not alias)."""
+    """A gradient by its req: None ("null"), written or added into ``target``,
+    or a fresh copy in ``dtype`` (never a view of out_grad: gradients flowing
+    to several inputs must not alias)."""
     if req == "null":
         return None
-    if target is None:
-        buffer = aligned_empty(value.shape, dtype)
-        np.copyto(buffer, value, casting="unsafe")
-        return NDArray(buffer)
-    plain = target._plain()
-    if req == "add":
-        np.add(plain, value, out=plain, casting="unsafe")
-    else:
-        np.copyto(plain, value, casting="unsafe")
-    target._bump()
-    return target
+    return write_values(value, target, req == "add", dtype)
 
 
 Backward = Callable[[Any, Tuple[Any, ...], Any, Tuple[str, ...], Tuple[Any, ...]],

@@ -506,6 +506,28 @@ def array(source: Any, ctx: Any = None, dtype: Any = None) -> NDArray:
     return NDArray(buffer)
 
 
+def write_values(values: np.ndarray, target: Optional[NDArray] = None, add: bool = False,
+                 dtype: Any = None) -> NDArray:
+    """Write ``values`` into ``target`` (or add them to it: ``add``), cast to its
+    dtype, and return it; without a target, a new NDArray holding a copy in
+    ``dtype`` (default: the values'), never a view of ``values``.  The one
+    place results and gradients are stored into arrays (operators' ``out=``,
+    ``req='add'``, gradient buffers).  Overflow to inf and NaN follow IEEE, as
+    in MXNet, without NumPy's warnings."""
+    if target is None:
+        buffer = aligned_empty(values.shape, values.dtype if dtype is None else dtype)
+        np.copyto(buffer, values, casting="unsafe")
+        return NDArray(buffer)
+    plain = target._plain()
+    with np.errstate(over="ignore", invalid="ignore"):
+        if add:
+            np.add(plain, values, out=plain, casting="unsafe")
+        else:
+            np.copyto(plain, values, casting="unsafe")
+    target._bump()
+    return target
+
+
 def _same_dtype_copy(values: np.ndarray) -> NDArray:
     """A new NDArray holding a copy of ``values`` in their dtype: the floats of
     :func:`array`, and also the integer and bool arrays that ``nd.load`` reads

@@ -19,6 +19,7 @@ import numpy as np
 from mxdeconv.semantics import activations
 from mxdeconv.autograd import tape
 from mxdeconv._core.buffers import aligned_empty
+from mxdeconv.ndarray.gradients import deliver
 from mxdeconv.ndarray.ndarray import NDArray, as_ndarray
 from .validation import check_target
 
@@ -75,14 +76,4 @@ def _activation_backward(out_grad: Any, inputs: Any, act_type: str, reqs: Any,
     values = activations.forward(x, act_type) if act_type in activations.GRADIENT_FROM_OUTPUT \
         else x
     grad = activations.gradient(out_grad._plain(), values, act_type, arr.dtype)
-    if target is None:
-        buffer = aligned_empty(grad.shape, grad.dtype)
-        np.copyto(buffer, grad)
-        return (NDArray(buffer),)
-    plain = target._plain()
-    if req == "add":
-        plain += grad
-    else:
-        np.copyto(plain, grad, casting="unsafe")
-    target._bump()
-    return (target,)
+    return (deliver(grad, req, target, grad.dtype),)

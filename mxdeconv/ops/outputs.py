@@ -13,7 +13,7 @@ from typing import Iterable, Optional, Sequence
 import numpy as np
 
 from mxdeconv._core.errors import Float16OverflowWarning
-from mxdeconv.ndarray.ndarray import NDArray, array
+from mxdeconv.ndarray.ndarray import NDArray, write_values
 
 
 def aliased(target: Optional[NDArray], others: Iterable[Optional[NDArray]]) -> bool:
@@ -63,18 +63,11 @@ def check_float16_overflow(names: Sequence[str], values: Sequence[Optional[np.nd
 
 
 def store(value: np.ndarray, target: Optional[NDArray], req: str) -> NDArray:
-    """Write (or add) ``value`` from :func:`_final_values` into ``target``, or wrap
-    it in a new NDArray of the call's dtype."""
-    if target is None:
-        return array(value, dtype=value.dtype)
-    plain = target._plain()
-    with np.errstate(over="ignore", invalid="ignore"):  # IEEE inf/NaN, warned above
-        if req == "add" and value.dtype == plain.dtype:
-            plain += value
-        else:  # write, or a float16 sum formed in float32
-            np.copyto(plain, value, casting="unsafe")
-    target._bump()
-    return target
+    """Write (or add) ``value`` from :func:`final_values` into ``target``, or wrap
+    it in a new NDArray of the call's dtype (a float16 sum, formed in float32
+    by final_values, is written)."""
+    add = req == "add" and target is not None and value.dtype == target.dtype
+    return write_values(value, target, add)
 
 
 def plain(arr: Optional[NDArray]) -> Optional[np.ndarray]:
