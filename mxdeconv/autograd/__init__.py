@@ -35,11 +35,11 @@ from typing import Any, Sequence, Union
 
 from . import tape
 from mxdeconv._core.errors import MXNetError
-# Every NDArray is an NDArrayBase (its compiled fields): the facade checks
+# Every NDArray is an NDArrayBase (its compiled fields): the facade checks its
 # arguments without importing the NDArray package, which sits above it.
-from mxdeconv._core._ndbase import NDArrayBase as NDArray
+from mxdeconv._core._ndbase import NDArrayBase
 from .tape import (
-    _BACKWARD, GRAD_REQS, check_assignable, is_recording, is_training, pause, predict_mode,
+    GRAD_REQS, check_assignable, is_recording, is_training, pause, predict_mode,
     record, record_op, register_backward, set_recording, set_training, train_mode)
 
 __all__ = ["backward", "check_assignable", "is_recording", "is_training", "mark_variables",
@@ -59,7 +59,7 @@ def mark_variables(variables: Union[Any, Sequence[Any]], gradients: Union[Any, S
     >>> x.grad is gx
     True
     """
-    if isinstance(variables, NDArray):
+    if isinstance(variables, NDArrayBase):
         variables, gradients = [variables], [gradients]
     variables, gradients = list(variables), list(gradients)
     reqs = [grad_reqs] * len(variables) if isinstance(grad_reqs, str) else list(grad_reqs)
@@ -69,7 +69,7 @@ def mark_variables(variables: Union[Any, Sequence[Any]], gradients: Union[Any, S
     for var, grad, req in zip(variables, gradients, reqs):
         if req not in GRAD_REQS:
             raise MXNetError(f"grad_req must be one of {GRAD_REQS}, got {req!r}")
-        if not isinstance(var, NDArray) or not isinstance(grad, NDArray):
+        if not isinstance(var, NDArrayBase) or not isinstance(grad, NDArrayBase):
             raise TypeError("mark_variables takes NDArrays")
         if grad.shape != var.shape or grad.dtype != var.dtype:
             raise MXNetError(f"gradient of shape {grad.shape} and dtype {grad.dtype} for a "
@@ -104,7 +104,7 @@ def backward(heads: Union[Any, Sequence[Any]], head_grads: Any = None,
     >>> x.grad.asnumpy()
     array([ 2.,  0., 60.], dtype=float32)
     """
-    if isinstance(heads, NDArray):
+    if isinstance(heads, NDArrayBase):
         heads = [heads]
         head_grads = [head_grads]
     heads = list(heads)
@@ -112,7 +112,7 @@ def backward(heads: Union[Any, Sequence[Any]], head_grads: Any = None,
     if len(head_grads) != len(heads):
         raise MXNetError(f"{len(heads)} heads but {len(head_grads)} head_grads")
     for head in heads:
-        if not isinstance(head, NDArray):
+        if not isinstance(head, NDArrayBase):
             raise TypeError(f"heads must be NDArrays, got {type(head).__name__}")
     tape.backward(heads, head_grads, retain_graph=retain_graph, train_mode=train_mode)
 

@@ -8,6 +8,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from mxdeconv._core.args import is_int as _is_int
 from mxdeconv._core.errors import MXNetError
 from mxdeconv._core.context import Context, context_arg
 from mxdeconv._core.dtypes import as_dtype, is_float_dtype, is_operator_dtype, operator_dtype_names
@@ -24,11 +25,6 @@ from mxdeconv.semantics.attributes import MAX_PARAM, parse_int_text, parse_shape
 # which parses it (_int_attr, _tuple_attr).
 def _type_error(name: str, expected: str, value: Any) -> TypeError:
     return TypeError(f"{name} must be {expected}, got {value!r} of type {type(value).__name__}")
-
-
-def _is_int(value: Any) -> bool:
-    """Python and NumPy integers; a bool is not one here."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def _int_arg(name: str, value: Any, minimum: int = 0) -> int:

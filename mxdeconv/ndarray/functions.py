@@ -14,11 +14,11 @@ array([[1., 0., 0.],
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any, Optional
 
 import numpy as np
 
+from mxdeconv._core.args import int_arg
 from mxdeconv._core.errors import MXNetError
 from mxdeconv._core.context import context_arg
 from .ndarray import NDArray, _check_dtype, _shape_arg, empty
@@ -126,8 +126,7 @@ def arange(start: Any, stop: Any = None, step: Any = 1.0, repeat: int = 1,
             raise TypeError(f"arange: {name} must be a number, got {value!r}")
     if stop is None:
         start, stop = 0, start
-    if isinstance(repeat, bool) or not isinstance(repeat, numbers.Integral):
-        raise TypeError(f"arange: repeat must be an int, got {repeat!r}")
+    repeat = int_arg("arange: repeat", repeat)
     if step == 0:
         raise MXNetError("arange: Range does not support step=0, received 0")
     if repeat < 1:

@@ -24,13 +24,13 @@ Two rules keep the state safe:
 """
 from __future__ import annotations
 
-import numbers
 import threading
 from typing import Any, Optional, Tuple
 
 import numpy as np
 
 from mxdeconv.autograd import tape
+from mxdeconv._core.args import ints_arg
 from mxdeconv._core.errors import MXNetError
 from mxdeconv._core.context import Context, context_arg, current_context
 from mxdeconv._core._ndbase import NDArrayBase
@@ -429,16 +429,10 @@ def _check_dtype(dtype: Any, name: str = "dtype") -> np.dtype:
 
 def _shape_arg(shape: Any) -> Tuple[int, ...]:
     """An int or a sequence of non-negative ints, as MXNet's shape arguments."""
-    entries = (shape,) if isinstance(shape, numbers.Integral) else shape
-    if isinstance(shape, (str, bytes)) or not isinstance(entries, (tuple, list)):
-        raise TypeError(f"shape must be an int or a tuple of ints, got {shape!r} "
-                        f"of type {type(shape).__name__}")
-    for extent in entries:
-        if isinstance(extent, bool) or not isinstance(extent, numbers.Integral):
-            raise TypeError(f"shape entries must be ints, got {shape!r}")
-        if extent < 0:
-            raise MXNetError(f"shape entries must be >= 0, got shape {tuple(entries)}")
-    return tuple(int(extent) for extent in entries)
+    entries = ints_arg("shape", shape)
+    if any(extent < 0 for extent in entries):
+        raise MXNetError(f"shape entries must be >= 0, got shape {entries}")
+    return entries
 
 
 def _host_values(source: Any) -> Tuple[np.ndarray, bool]:

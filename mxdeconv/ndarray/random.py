@@ -17,11 +17,11 @@ True
 """
 from __future__ import annotations
 
-import numbers
 from typing import Any, Callable, Optional, Tuple
 
 import numpy as np
 
+from mxdeconv._core.args import int_arg
 from mxdeconv._core.errors import MXNetError
 from mxdeconv._core.context import context_arg
 from mxdeconv._core.dtypes import as_dtype
@@ -44,9 +44,7 @@ def seed(seed_state: int, ctx: Any = "all") -> None:
     >>> bool((mxdeconv.nd.random.normal(shape=(3,)).asnumpy() == first).all())
     True
     """
-    if isinstance(seed_state, bool) or not isinstance(seed_state, numbers.Integral):
-        raise TypeError(f"seed: seed_state must be an int, got {seed_state!r} of type "
-                        f"{type(seed_state).__name__}")
+    seed_state = int_arg("seed: seed_state", seed_state)
     if not 0 <= seed_state < 2**32:
         raise MXNetError(f"seed: seed_state must be in [0, 2**32), got {seed_state}")
     if not (isinstance(ctx, str) and ctx == "all"):

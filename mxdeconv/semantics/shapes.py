@@ -16,21 +16,10 @@ import math
 import numbers
 from typing import Any, Optional, Sequence, Tuple
 
+from mxdeconv._core.args import int_arg, ints_arg
 from mxdeconv._core.errors import MXNetError
 
 __all__ = ["infer_reshape", "normalize_axis", "reduce_axes"]
-
-
-def _int_entries(name: str, values: Any) -> Tuple[int, ...]:
-    """``values`` (an int or a sequence of ints) as a tuple of Python ints."""
-    entries = (values,) if isinstance(values, numbers.Integral) else values
-    if isinstance(values, (str, bytes)) or not isinstance(entries, (tuple, list)):
-        raise TypeError(f"{name} must be an int or a tuple of ints, got {values!r} of type "
-                        f"{type(values).__name__}")
-    for entry in entries:
-        if isinstance(entry, bool) or not isinstance(entry, numbers.Integral):
-            raise TypeError(f"{name} entries must be ints, got {values!r}")
-    return tuple(int(entry) for entry in entries)
 
 
 def infer_reshape(shape: Sequence[int], codes: Any, reverse: bool = False) -> Tuple[int, ...]:
@@ -50,7 +39,7 @@ def infer_reshape(shape: Sequence[int], codes: Any, reverse: bool = False) -> Tu
     >>> infer_reshape((10, 5, 4), (-1, 0), reverse=True)
     (50, 4)
     """
-    codes = _int_entries("shape", codes)
+    codes = ints_arg("shape", codes)
     source = tuple(shape)
     if reverse:
         source, codes = source[::-1], codes[::-1]
@@ -141,8 +130,7 @@ def normalize_axis(name: str, axis: Any, ndim: int) -> int:
     >>> normalize_axis("axis", -1, 3)
     2
     """
-    if isinstance(axis, bool) or not isinstance(axis, numbers.Integral):
-        raise TypeError(f"{name} must be an int, got {axis!r} of type {type(axis).__name__}")
+    axis = int_arg(name, axis)
     if not -ndim <= axis < ndim:
         raise MXNetError(f"{name}={axis} is out of range for an array of {ndim} dims "
                          f"(valid: {-ndim} to {ndim - 1})")
@@ -167,7 +155,7 @@ def reduce_axes(shape: Sequence[int], axis: Any, exclude: bool = False,
     ndim = len(shape)
     if axis is None or (isinstance(axis, (tuple, list)) and len(axis) == 0):
         return () if exclude else None
-    axes = _int_entries(name, axis)
+    axes = ints_arg(name, axis)
     normalized = tuple(normalize_axis(name, a, ndim) for a in axes)
     if len(set(normalized)) != len(normalized):
         raise MXNetError(f"{name}={axis!r} has duplicate axes")
