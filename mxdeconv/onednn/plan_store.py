@@ -33,8 +33,7 @@ from mxdeconv._core.files import replace_atomically
 
 
 ENV = "MXDECONV_CACHE_DIR"
-#: 2: candidates timed on written memory (format 1 timed them on untouched,
-#: zero-mapped pages, which favoured plans that read big inputs).
+#: The file's format, in its name (plans-v2.json); its history: docs/changelog.rst.
 FORMAT = 2
 #: Entries kept at most (the oldest go first): a bound, not a working limit
 #: (a layer takes a few: one per pass and mode), which also bounds how long a

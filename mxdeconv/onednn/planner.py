@@ -79,10 +79,7 @@ ONE_THREAD_MACS = 32_000_000
 MORE_THREADS_MARGIN, MORE_THREADS_MARGIN_S = 0.05, 1e-6
 #: Part of the on-disk key: bumped whenever the candidates a pass enumerates
 #: change (a kept choice names its candidate by position) or the tuner's rules
-#: do (a kept choice is what they chose).  2: direct forward and backward-data
-#: convolutions; 3: direct backward weights; 4: the bound after the first
-#: candidate, the thread margins; 5: an entry is a verdict (taken without a
-#: new check from a private file).
+#: do (a kept choice is what they chose).  Its history: docs/changelog.rst.
 PLANNER_VERSION = 5
 #: While a layer pass is tuned on its calls, each call costs on average at most
 #: this fraction of its own time more (see _Tuner).
