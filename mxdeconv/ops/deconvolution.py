@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import time
 import weakref
-from typing import Any, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -115,28 +115,38 @@ def full_forward(key: Any, data: Any, weight: Any, bias: Any, out: Optional[NDAr
     elif key is not None and impl.name == registry.ONEDNN:
         prepared = _exec.PreparedForward(call.plan, call.training, call.accumulate, req,
                                          act_type, _record)
-        _exec.keep(key, prepared)
-        if planner.settled(call.plan):
-            return prepared.run(call.data, call.weight, call.bias, out, params)
-        begun = time.perf_counter()
-        result = prepared.run(call.data, call.weight, call.bias, out, params)
-        _serve_until_due(prepared, call.plan, time.perf_counter() - begun)
-        return result
-    elif impl.name == registry.ONEDNN:  # its plan is being tuned: the call earns its share
-        begun = time.perf_counter()
-        result = impl.forward(call, out, req)
-        planner.ran(call.plan, time.perf_counter() - begun)
+        return _run_prepared(key, prepared, call.plan, lambda: prepared.run(
+            call.data, call.weight, call.bias, out, params))
+    elif impl.name == registry.ONEDNN:
+        result = _run_timed(call.plan, lambda: impl.forward(call, out, req))
     else:
         result = impl.forward(call, out, req)
     return _record(result, (call.data, call.weight, call.bias), params, act_type)
 
 
-def _serve_until_due(prepared: Any, plan: Any, seconds: float) -> None:
-    """A plan still tuned on its calls: the new prepared call serves the calls
-    that, with this one (timed), pay for the next unit of tuning, then sends
-    the next back here, where the planner runs that unit."""
+def _run_prepared(key: Any, prepared: Any, plan: Any, run: Callable[[], Any]) -> Any:
+    """Keep ``prepared`` as this thread's prepared call for ``key`` and run it
+    (``run``).  While ``plan`` is still tuned on its calls, the run is timed
+    and the prepared call serves the calls that, with this one, pay for the
+    next unit of tuning, then sends the next back here, where the planner
+    runs that unit."""
+    _exec.keep(key, prepared)
+    if planner.settled(plan):
+        return run()
+    begun = time.perf_counter()
+    result = run()
     prepared.serving.generation = planner.settlements
-    prepared.serving.calls_left = planner.serve(plan, seconds)
+    prepared.serving.calls_left = planner.serve(plan, time.perf_counter() - begun)
+    return result
+
+
+def _run_timed(plan: Any, run: Callable[[], Any]) -> Any:
+    """Run a oneDNN call with no prepared call (``run``); while ``plan`` is
+    tuned on its calls, the call earns its share of the tuning."""
+    begun = time.perf_counter()
+    result = run()
+    planner.ran(plan, time.perf_counter() - begun)
+    return result
 
 
 def _record(result: Any, inputs: Tuple[Any, ...], params: dict,
@@ -315,17 +325,10 @@ def full_backward(key: Any, out_grad: Any, data: Any, weight: Any, bias: Any, re
                         for res, t, r in zip(results, late, reqs))
     elif key is not None and impl.name == registry.ONEDNN:
         prepared = _exec.PreparedBackward(call.plan.data, call.plan.weights, tuple(reqs))
-        _exec.keep(key, prepared)
-        if planner.settled(call.plan):
-            return prepared.run(out_grad, call.data, call.weight, tuple(grads))
-        begun = time.perf_counter()
-        results = prepared.run(out_grad, call.data, call.weight, tuple(grads))
-        _serve_until_due(prepared, call.plan, time.perf_counter() - begun)
-        return results
-    elif impl.name == registry.ONEDNN:  # its plans are being tuned: the call earns their share
-        begun = time.perf_counter()
-        results = impl.backward(call, out_grad, grads, reqs)
-        planner.ran(call.plan, time.perf_counter() - begun)
+        return _run_prepared(key, prepared, call.plan, lambda: prepared.run(
+            out_grad, call.data, call.weight, tuple(grads)))
+    elif impl.name == registry.ONEDNN:
+        results = _run_timed(call.plan, lambda: impl.backward(call, out_grad, grads, reqs))
     else:
         results = impl.backward(call, out_grad, grads, reqs)
     return tuple(None if r == "null" else res for res, r in zip(results, reqs))
