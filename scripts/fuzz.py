@@ -1,7 +1,7 @@
 #!/usr/bin/env python
-"""The long fuzz run: tests/test_fuzz.py's property on >= 10^5 examples.
+"""The long fuzz run: tests/package/test_fuzz.py's property on >= 10^5 examples.
 
-Runs the Hypothesis property of ``tests/test_fuzz.py`` (arbitrary, also
+Runs the Hypothesis property of ``tests/package/test_fuzz.py`` (arbitrary, also
 invalid, Deconvolution calls checked against the float64 reference or for a
 clean MXNetError/TypeError) in chunks, each chunk with a fresh seed, until
 ``--examples`` calls have run or ``--budget`` seconds have passed, and prints
@@ -12,7 +12,7 @@ counterexample and the seed that reproduces it.
     python scripts/fuzz.py --examples 100000 --budget 1200
     python scripts/fuzz.py --examples 2000 --parser-only   # the parser alone, fast
     python scripts/fuzz.py --examples 100000 --params-files  # the .params reader
-                                                           # (tests/test_params_files.py)
+                                                           # (tests/io/test_params_files.py)
 
 Exit status: 0 when every example passed, 1 on a failure.
 """
@@ -28,7 +28,8 @@ import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "package"),
+                str(ROOT / "tests" / "io")]  # test_fuzz, test_params_files
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # before oneDNN loads: one core per run
 
 import test_fuzz  # noqa: E402

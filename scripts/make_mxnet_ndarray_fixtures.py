@@ -9,7 +9,7 @@ Each case is a few lines of Python written against ``nd`` (and ``np``,
 mxdeconv; the last line is the result.  The script writes
 tests/data/mxnet_ndarray.json: per case the result's dtype, shape and values,
 a Python value, or the error MXNet raised (class and first line), and per
-gradient case the gradients of its inputs.  tests/test_ndarray.py runs the same
+gradient case the gradients of its inputs.  tests/ndarray/test_ndarray.py runs the same
 code under mxdeconv and compares, with the deviations it lists and explains.
 Integer division by zero is not recorded: it kills MXNet's process (SIGFPE).
 """

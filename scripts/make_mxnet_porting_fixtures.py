@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Record two MXNet 1.9.1 Gluon programs that ``tests/test_porting.py`` and
+"""Record two MXNet 1.9.1 Gluon programs that ``tests/package/test_porting.py`` and
 ``docs/porting.rst`` port to mxdeconv: a short training loop and a DCGAN
 generator's inference from its ``.params`` file.
 
@@ -40,7 +40,7 @@ LR = 0.5
 
 
 def train_fixture(rng):
-    """The training loop of tests/test_porting.py, in MXNet."""
+    """The training loop of tests/package/test_porting.py, in MXNet."""
     net = nn.HybridSequential()
     net.add(nn.Conv2DTranspose(16, 4, strides=1, in_channels=8, use_bias=True,
                                activation="relu"),

@@ -30,7 +30,7 @@ It takes a few seconds and does three things:
    mxdeconv's checkpoint and must reproduce mxdeconv's output.  Any mismatch
    stops the script with a non-zero status.
 
-``tests/test_params_files.py`` repeats steps 2 and 3 in a temporary folder
+``tests/io/test_params_files.py`` repeats steps 2 and 3 in a temporary folder
 when an MXNet venv exists on the machine (``--verify-only``), and otherwise
 checks mxdeconv against the committed files alone.
 """

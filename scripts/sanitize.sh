@@ -3,7 +3,7 @@
 # and run the test suite under it.
 #
 #   scripts/sanitize.sh                      # whole suite
-#   scripts/sanitize.sh tests/test_errors.py -k alias   # any pytest arguments
+#   scripts/sanitize.sh tests/ops/test_errors.py -k alias   # any pytest arguments
 #
 # The build happens in a copy of the sources (build/sanitize/, or
 # $MXDECONV_SANITIZE_DIR), so the normal in-place extension of this checkout is

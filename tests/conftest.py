@@ -4,7 +4,7 @@
   derandomized (the ``derandomized`` profile): every run of the suite, on every machine, draws the same
   examples, so a red CI is never a new random draw.  Exploring runs with fresh
   seeds are ``scripts/fuzz.py``'s job; what they find becomes a fixed case
-  (``tests/test_fuzz.py``'s ``FOUND``).  ``MXDECONV_HYPOTHESIS_PROFILE=explore``
+  (``tests/package/test_fuzz.py``'s ``FOUND``).  ``MXDECONV_HYPOTHESIS_PROFILE=explore``
   runs the suite with random draws instead.
 * Tuned plan choices go to a fresh folder of this session, never to the user's
   cache (and every process the tests start inherits it).

@@ -1,6 +1,6 @@
 """String attribute forms of Deconvolution and of the Gluon layers: the cases that
 scripts/make_attr_fixtures.py runs through MXNet 1.9.1 (recording what it accepts,
-the shapes it infers, or the first line of its error) and tests/test_attr_forms.py
+the shapes it infers, or the first line of its error) and tests/semantics/test_attr_forms.py
 runs through mxdeconv.  Shared so that both read the same table.
 
 OP_CASES: ``(case id, data shape, keyword arguments of nd.Deconvolution)``.

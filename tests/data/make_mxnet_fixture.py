@@ -1,4 +1,4 @@
-"""Produce the MXNet 1.9.1 fixture for tests/test_gluon.py.  Run it with MXNet's
+"""Produce the MXNet 1.9.1 fixture for tests/gluon/test_gluon.py.  Run it with MXNet's
 interpreter (MXNet 1.9.1, NumPy 1.23.5; see scripts/setup_mxnet_venv.sh):
 
     .venv-mxnet/bin/python tests/data/make_mxnet_fixture.py [OUTPUT_DIR] [SEED]

@@ -1,5 +1,5 @@
 """The Gluon layers of the MXNet cross-check, shared by the fixture generator
-(run under MXNet 1.9.1) and tests/test_gluon.py (run without MXNet).
+(run under MXNet 1.9.1) and tests/gluon/test_gluon.py (run without MXNet).
 
 Each entry: the Gluon class name, its constructor arguments and the input
 shape.  The bias is initialised non-zero (Uniform(0.5)) so that it is checked.

@@ -1,0 +1,62 @@
+"""Helpers shared by the test files of several packages (tests/<package>/):
+the repository's paths, the MXNet 1.9.1 venv where one exists, the small
+float32 layer the plan tests run, and one-liners the files used to copy.
+
+Importable from every test folder: ``pythonpath = ["tests"]`` in
+pyproject.toml's ``[tool.pytest.ini_options]``.
+"""
+import os
+from pathlib import Path
+
+import numpy as np
+
+from reference import reference_forward
+
+#: The repository root and the tests' data folder, whatever a test file's depth.
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "tests" / "data"
+
+
+def mxnet_python():
+    """The python of an MXNet 1.9.1 venv ($MXNET_VENV, .venv-mxnet, /tmp/mxnet-venv), or None."""
+    for venv in (os.environ.get("MXNET_VENV"), str(ROOT / ".venv-mxnet"), "/tmp/mxnet-venv"):
+        if venv and (Path(venv) / "bin" / "python").exists():
+            return str(Path(venv) / "bin" / "python")
+    return None
+
+
+#: The layer of the plan tests (kernel check, planner, tuning, prepared calls).
+K3S2P1 = dict(kernel=(3, 3), stride=(2, 2), dilate=(1, 1), pad_l=(1, 1), pad_r=(1, 1),
+              num_group=1)
+
+
+def layer_arrays(seed=0, batch=3, channels=20, size=5, num_filter=24, scale=0.1, as_nd=False):
+    """float32 (data, weight, bias) of a 3x3 layer: data (batch, channels, size, size),
+    weight ``scale`` * (channels, num_filter, 3, 3), bias (num_filter,), drawn in that
+    order from ``seed`` (an int or a numpy Generator); NDArrays with ``as_nd``."""
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    data = rng.standard_normal((batch, channels, size, size)).astype(np.float32)
+    weight = (scale * rng.standard_normal((channels, num_filter, 3, 3))).astype(np.float32)
+    bias = rng.standard_normal(num_filter).astype(np.float32)
+    if as_nd:
+        from mxdeconv import nd
+        return nd.array(data), nd.array(weight), nd.array(bias)
+    return data, weight, bias
+
+
+def expected_k3s2p1(data, weight, bias):
+    """The float64 reference forward of the K3S2P1 layer (NumPy arrays or NDArrays)."""
+    data, weight, bias = (a.asnumpy() if hasattr(a, "asnumpy") else a
+                          for a in (data, weight, bias))
+    return reference_forward(data, weight, bias, **K3S2P1)
+
+
+def host(x):
+    """A result as NumPy (None stays None); np.asarray also reorders blocked layouts."""
+    return None if x is None else np.asarray(x)
+
+
+def geometry_of(cfg):
+    """The geometry of a strategies.Config."""
+    from mxdeconv.semantics.attributes import infer_geometry, parse_params
+    return infer_geometry(parse_params(cfg.kwargs()), cfg.data_shape)

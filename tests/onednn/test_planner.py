@@ -1,0 +1,224 @@
+"""The planner: the fastest correct plan, chosen once per machine, weights reused
+in training while unchanged.
+
+Timings are never asserted (machines are noisy); what is asserted is the rule:
+the chosen candidate is the fastest *measured* one that agreed with the check,
+and a training weight is reordered once per change of its values.  The plan
+cache on disk has its own tests (test_plan_store.py).
+"""
+import functools
+import os
+
+import numpy as np
+import pytest
+
+import mxdeconv
+from mxdeconv import MXNetError, _ops, autograd, nd
+from mxdeconv.onednn import kernel_check
+from mxdeconv.onednn import planner as plans
+from mxdeconv.semantics.attributes import infer_geometry, parse_params
+from helpers import layer_arrays
+from reference import reference_backward, reference_forward
+
+KW = dict(kernel=(3, 3), stride=(2, 2), pad=(1, 1), num_filter=32, no_bias=False)
+TOL = dict(rtol=1e-4, atol=1e-4)
+
+
+@pytest.fixture(autouse=True)
+def fresh_planner():
+    """A fresh planner that tunes a new layer to the end at its first call:
+    these tests assert the tuner's rules (test_tuning_on_calls.py covers
+    tuning spread over the calls, which ends in the same choice)."""
+    plans.clear_choices()
+    mxdeconv.clear_cache()
+    eager = plans.set_eager_tuning(True)
+    yield
+    plans.set_eager_tuning(eager)
+    plans.clear_choices()
+    mxdeconv.clear_cache()
+
+
+#: NDArrays (data, weight, bias) of the KW layer (tests/helpers.py).
+_arrays = functools.partial(layer_arrays, batch=2, channels=32, size=6, num_filter=32,
+                            as_nd=True)
+
+
+def _geometry(x):
+    return infer_geometry(parse_params(KW), x.shape)
+
+
+def test_the_tuned_plan_is_the_fastest_measured_that_agreed():
+    x, w, b = _arrays()
+    plan = plans.forward_plan(_geometry(x), "float32", False, False)
+    choice = plan.verdict
+    assert choice.how == "tuned" and choice.measured
+    agreed = [m for m in choice.measured if m.verdict == "chosen: agreed"]
+    assert len(agreed) == 1
+    # Faster by the planner's ranking (several threads must win by a margin).
+    rank = lambda m: plans._ranking((m.seconds, m.threads, None, None))  # noqa: E731
+    faster = [m for m in choice.measured if rank(m) < rank(agreed[0])]
+    assert all(m.verdict.startswith("rejected") for m in faster)
+    assert agreed[0].candidate.startswith(f"Candidate({plan.impl},")
+    text = mxdeconv.explain(x, w, b, **KW)
+    assert "tuned:" in text and "measured (end to end for this mode)" in text
+
+
+def test_tuning_off_takes_oneDNNs_first_correct_candidate():
+    x, w, b = _arrays()
+    geom = _geometry(x)
+    previous = plans.set_tuning(False)
+    try:
+        plan = plans.forward_plan(geom, "float32", False, False)
+    finally:
+        plans.set_tuning(previous)
+    check = kernel_check.forward_check(geom, "float32", False)
+    expected = next(c for c in _ops.forward_candidates(geom, "float32", False, False)
+                    if check(c.build()) is None)
+    assert plan.impl == expected.impl and plan.verdict.how == "first correct candidate"
+    assert not plan.verdict.measured
+    with pytest.raises(TypeError, match="set_tuning: enabled must be a bool"):
+        plans.set_tuning("no")
+
+
+def test_public_tuning_switch_and_cache_path():
+    previous = mxdeconv.set_tuning(False)
+    try:
+        assert mxdeconv.tuning_enabled() is False and plans.tuning() is False
+    finally:
+        assert mxdeconv.set_tuning(previous) is False
+    assert mxdeconv.tuning_enabled() is previous
+    with pytest.raises(TypeError, match="enabled must be a bool, got 0"):
+        mxdeconv.set_tuning(0)
+    # conftest points MXDECONV_CACHE_DIR at a folder of this test session
+    assert mxdeconv.plan_cache_path() == os.path.join(os.environ["MXDECONV_CACHE_DIR"],
+                                                      "plans-v2.json")
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_every_plan_the_planner_returns_is_correct(training):
+    x, w, b = _arrays(1)
+    with autograd.train_mode() if training else autograd.predict_mode():
+        y = nd.Deconvolution(x, w, b, **KW)
+    expected = reference_forward(x.asnumpy(), w.asnumpy(), b.asnumpy(), kernel=(3, 3),
+                                 stride=(2, 2), dilate=(1, 1), pad_l=(1, 1), pad_r=(1, 1),
+                                 num_group=1)
+    np.testing.assert_allclose(y.asnumpy(), expected, **TOL)
+
+
+def test_small_layers_may_run_on_one_thread_without_changing_the_callers_count():
+    before = mxdeconv.get_num_threads()
+    x = nd.ones((1, 8, 4, 4))
+    w = nd.ones((8, 8, 3, 3))
+    y = nd.Deconvolution(x, w, kernel=(3, 3), num_filter=8)
+    assert mxdeconv.get_num_threads() == before
+    assert float(y.asnumpy().max()) == 72.0
+    plan = plans.forward_plan(infer_geometry(parse_params(dict(kernel=(3, 3), num_filter=8)),
+                                             (1, 8, 4, 4)), "float32", False, False)
+    assert plan.threads in (1, before)
+    assert any(m.threads == 1 for m in plan.verdict.measured) or before == 1
+
+
+@pytest.mark.parametrize("counts", [(2, 1), (1, 2)])
+def test_backward_passes_planned_for_different_thread_counts_each_run_on_their_own(
+        monkeypatch, counts):
+    """The planner picks each pass's thread count apart; a pass must never run
+    on more threads than its primitive was created for."""
+    previous = mxdeconv.get_num_threads()
+    mxdeconv.set_num_threads(2)
+    options = iter([[counts[0]], [counts[1]]])  # backward weights is planned first
+    monkeypatch.setattr(plans, "_thread_options", lambda geom: next(options))
+    monkeypatch.setattr(plans, "_store", plans.plan_store.PlanStore(None))  # tune afresh
+    try:
+        x, w, b = _arrays(seed=3)
+        og = nd.array(np.random.default_rng(4).standard_normal((2, 32, 11, 11))
+                      .astype(np.float32))
+        with autograd.train_mode():
+            dx, dw, db = nd.Deconvolution_backward(og, x, w, b, **KW)
+        found = plans.backward_plans(_geometry(x), "float32")
+        assert (found.weights.threads, found.data.threads) == counts
+        assert mxdeconv.get_num_threads() == 2
+        ref = reference_backward(og.asnumpy(), x.asnumpy(), w.asnumpy(), kernel=(3, 3),
+                                 stride=(2, 2), dilate=(1, 1), pad_l=(1, 1), pad_r=(1, 1),
+                                 num_group=1, with_bias=True)
+        for got, expected in zip((dx, dw, db), ref):
+            np.testing.assert_allclose(got.asnumpy(), expected, **TOL)
+    finally:
+        mxdeconv.set_num_threads(previous)
+
+
+# -- training weights ----------------------------------------------------------------
+def _step(x, w, b, params):
+    with autograd.record():
+        y = nd.Deconvolution(x, w, b, **params)
+    y.backward(nd.ones(y.shape))
+    return y
+
+
+@pytest.fixture
+def first_choices():
+    """oneDNN's first choices, which take the weight blocked (the tuner may
+    prefer plain weights in training, with no reorder at all)."""
+    previous = plans.set_tuning(False)
+    mxdeconv.clear_cache()
+    yield
+    plans.set_tuning(previous)
+    mxdeconv.clear_cache()
+
+
+def _blocked_weight_params():
+    """A layer whose training plans take the weight in a blocked layout."""
+    for channels in (32, 64, 128):
+        params = dict(kernel=(3, 3), stride=(1, 1), num_filter=channels, no_bias=False)
+        geom = infer_geometry(parse_params(params), (2, channels, 8, 8))
+        forward = plans.forward_plan(geom, "float32", True, False)
+        if not forward.weights.is_plain:
+            return channels, params
+    pytest.skip("the planner takes plain weights for every layer tried on this CPU")
+
+
+def test_a_training_weight_is_reordered_once_per_change(first_choices):
+    channels, params = _blocked_weight_params()
+    rng = np.random.default_rng(3)
+    x = nd.array(rng.standard_normal((2, channels, 8, 8)).astype(np.float32))
+    w = nd.array((0.05 * rng.standard_normal((channels, channels, 3, 3))).astype(np.float32))
+    b = nd.array(rng.standard_normal(channels).astype(np.float32))
+    w.attach_grad()
+    _step(x, w, b, params)
+    mxdeconv.reset_reorder_counts()
+    for _ in range(3):
+        _step(x, w, b, params)
+    assert mxdeconv.reorder_counts().get("weights", 0) == 0   # kept from the first step
+    assert w.layout == "default"                              # optimizer code sees plain memory
+    # An update through mxdeconv bumps the version: the next step reorders once.
+    update = nd.array((0.05 * rng.standard_normal(w.shape)).astype(np.float32))
+    w_values = w.asnumpy()
+    nd.Deconvolution_backward(nd.ones((2, channels, 10, 10)), x, update, b,
+                              grads=[None, w, None], req=["null", "write", "null"], **params)
+    assert not np.array_equal(w.asnumpy(), w_values)
+    mxdeconv.reset_reorder_counts()
+    y = _step(x, w, b, params)
+    assert mxdeconv.reorder_counts().get("weights", 0) == 1
+    expected = reference_forward(x.asnumpy(), w.asnumpy(), b.asnumpy(), kernel=(3, 3),
+                                 stride=(1, 1), dilate=(1, 1), pad_l=(0, 0), pad_r=(0, 0),
+                                 num_group=1)
+    np.testing.assert_allclose(y.asnumpy(), expected, **TOL)
+    ref_dw = reference_backward(np.ones(y.shape), x.asnumpy(), w.asnumpy(), kernel=(3, 3),
+                                stride=(1, 1), dilate=(1, 1), pad_l=(0, 0), pad_r=(0, 0),
+                                num_group=1)[1]
+    np.testing.assert_allclose(w.grad.asnumpy(), ref_dw, rtol=1e-4, atol=1e-3)
+
+
+def test_an_exposed_training_weight_is_never_trusted(first_choices):
+    channels, params = _blocked_weight_params()
+    rng = np.random.default_rng(4)
+    x = nd.array(rng.standard_normal((2, channels, 8, 8)).astype(np.float32))
+    w = nd.array((0.05 * rng.standard_normal((channels, channels, 3, 3))).astype(np.float32))
+    b = nd.array(rng.standard_normal(channels).astype(np.float32))
+    view = np.asarray(w)  # outside code may write it any time
+    with autograd.train_mode():
+        nd.Deconvolution(x, w, b, **params)
+        view *= 2
+        y = nd.Deconvolution(x, w, b, **params)
+    expected = reference_forward(x.asnumpy(), view, b.asnumpy(), kernel=(3, 3), stride=(1, 1),
+                                 dilate=(1, 1), pad_l=(0, 0), pad_r=(0, 0), num_group=1)
+    np.testing.assert_allclose(y.asnumpy(), expected, **TOL)
