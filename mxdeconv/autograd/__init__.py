@@ -39,10 +39,11 @@ from mxdeconv._core.errors import MXNetError
 # arguments without importing the NDArray package, which sits above it.
 from mxdeconv._core._ndbase import NDArrayBase
 from .tape import (
-    GRAD_REQS, check_assignable, is_recording, is_training, pause, predict_mode,
+    GRAD_REQS, check_assignable, has_backward, is_recording, is_training, pause, predict_mode,
     record, record_op, register_backward, set_recording, set_training, train_mode)
 
-__all__ = ["backward", "check_assignable", "is_recording", "is_training", "mark_variables",
+__all__ = ["backward", "check_assignable", "has_backward", "is_recording", "is_training",
+           "mark_variables",
            "pause", "predict_mode", "record", "record_op", "register_backward",
            "set_recording", "set_training", "train_mode"]
 

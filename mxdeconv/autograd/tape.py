@@ -178,13 +178,23 @@ def register_backward(op: str) -> Callable[[Callable], Callable]:
     >>> @autograd.register_backward("my_identity")
     ... def _identity_backward(out_grad, inputs, attrs, reqs, targets):
     ...     return (out_grad,)
-    >>> "my_identity" in autograd._BACKWARD
+    >>> autograd.has_backward("my_identity")
     True
     """
     def decorate(fn: Callable) -> Callable:
         _BACKWARD[op] = fn
         return fn
     return decorate
+
+
+def has_backward(op: str) -> bool:
+    """Whether operator ``op`` has a registered backward function.
+
+    >>> from mxdeconv import autograd
+    >>> autograd.has_backward("Deconvolution"), autograd.has_backward("no such op")
+    (True, False)
+    """
+    return op in _BACKWARD
 
 
 class _Node:

@@ -100,7 +100,7 @@ def wrap(values: np.ndarray, dtype: Optional[np.dtype] = None) -> NDArray:
 def check_gradient(name: str, op: str, inputs: Sequence[Optional[NDArray]]) -> None:
     """Refuse, before computing, an operator without a gradient on arrays that
     need one while recording: its gradient would silently be missing."""
-    if op not in tape._BACKWARD and tape.would_record(inputs):
+    if not tape.has_backward(op) and tape.would_record(inputs):
         raise MXNetError(f"{name}: no gradient is defined for this operator in mxdeconv, and an "
                          "input needs one inside autograd.record(); compute it outside "
                          "record(), under autograd.pause(), or on x.detach()")
