@@ -6,6 +6,7 @@ say exactly where, so the paths are read from the installed distributions
 rather than guessed (under pip's build isolation that prefix is a temporary
 folder, which is why the runtime also preloads the library: see _loader.py).
 """
+import glob
 import os
 from importlib import metadata
 from pathlib import Path
@@ -49,6 +50,8 @@ extensions = [
     Extension(
         "mxdeconv.onednn._ops",
         sources=["mxdeconv/onednn/_ops.pyx"],
+        # _ops.pyx includes its sections from these files: editing one rebuilds it.
+        depends=sorted(glob.glob("mxdeconv/onednn/*.pxi")),
         library_dirs=[str(dnnl_library.parent)],
         libraries=[":libdnnl.so.3", "gomp"],
         # site-packages/mxdeconv/onednn/_ops*.so -> <prefix>/lib, where the runtime

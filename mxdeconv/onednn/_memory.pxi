@@ -1,0 +1,206 @@
+# Included by _ops.pyx (one module, textual include): memory descriptors
+# (MemoryDesc), tensor layouts (Layout) and the buffers that hold them.
+
+# ----------------------------------------------------------------------------
+# Memory descriptors and tensor layouts
+# ----------------------------------------------------------------------------
+_NP_TO_DNNL = {"float32": dnnl_f32, "float16": dnnl_f16, "bfloat16": dnnl_bf16}
+_DNNL_TO_NP = {<int>dnnl_f32: "float32", <int>dnnl_f16: "float16",
+               <int>dnnl_bf16: "bfloat16"}
+_PLAIN_TAGS = {1: dnnl_a, 3: dnnl_abc, 4: dnnl_abcd, 5: dnnl_abcde}
+_UNGROUPED_WEIGHT_TAGS = {3: dnnl_bac, 4: dnnl_bacd, 5: dnnl_bacde}   # iow, iohw, iodhw
+_GROUPED_WEIGHT_TAGS = {4: dnnl_acbd, 5: dnnl_acbde, 6: dnnl_acbdef}  # giow, giohw, giodhw
+_SPATIAL_LETTERS = {1: "w", 2: "hw", 3: "dhw"}
+
+ROLE_DATA, ROLE_WEIGHTS, ROLE_BIAS = "data", "weights", "bias"
+
+
+cdef class MemoryDesc:
+    """An owned oneDNN memory descriptor with a readable layout name.
+
+    Attributes: ``layout`` (e.g. ``"nChw16c"``; ``"any"`` before a primitive
+    chose), ``dims``, ``dtype``, ``size`` (bytes, padding included) and
+    ``key`` (hashable, for caches).
+    """
+
+    def __dealloc__(self):
+        if self.md != NULL:
+            dnnl_memory_desc_destroy(self.md)
+
+    def __eq__(self, other):
+        if not isinstance(other, MemoryDesc):
+            return NotImplemented
+        return bool(dnnl_memory_desc_equal(self.md, (<MemoryDesc>other).md))
+
+    def __hash__(self):
+        return self.key_hash  # computed once: descriptors key the reorder cache
+
+    def __repr__(self):
+        return f"MemoryDesc({self.layout}, dims={self.dims}, {self.dtype})"
+
+
+cdef inline int md_query(const_dnnl_memory_desc_t md, dnnl_query_t what,
+                         void *result) except -1:
+    return check(dnnl_memory_desc_query(md, what, result), "memory descriptor query")
+
+
+cdef str letters_of(str role, int ndims, bint grouped):
+    """Axis letters for layout names: MXNet/oneDNN's where they apply, else a, b, ..."""
+    cdef int spatial = ndims - (3 if grouped and role == ROLE_WEIGHTS else 2)
+    if role == ROLE_BIAS and ndims == 1:
+        return "x"
+    if spatial not in _SPATIAL_LETTERS:
+        return "abcdefghijkl"[:ndims]
+    if role == ROLE_DATA:
+        return "nc" + _SPATIAL_LETTERS[spatial]
+    return ("goi" if grouped else "oi") + _SPATIAL_LETTERS[spatial]
+
+
+cdef MemoryDesc wrap_md(const_dnnl_memory_desc_t src, str role, bint grouped=False):
+    """Clone ``src`` (owned by someone else) into a MemoryDesc."""
+    cdef MemoryDesc desc = MemoryDesc.__new__(MemoryDesc)
+    check(dnnl_memory_desc_clone(&desc.md, src), "memory descriptor clone")
+    cdef int ndims = 0, nblks = 0, i, dtype = 0, format_kind = 0
+    cdef const dnnl_dim_t *dims = NULL
+    cdef const dnnl_dim_t *strides = NULL
+    cdef const dnnl_dim_t *blks = NULL
+    cdef const dnnl_dim_t *idxs = NULL
+    md_query(desc.md, dnnl_query_ndims_s32, &ndims)
+    md_query(desc.md, dnnl_query_dims, &dims)
+    md_query(desc.md, dnnl_query_data_type, &dtype)
+    md_query(desc.md, dnnl_query_format_kind, &format_kind)
+    desc.dims = tuple(dims[i] for i in range(ndims))
+    desc.dtype = _DNNL_TO_NP.get(dtype, dnnl_dt2str(<dnnl_data_type_t>dtype).decode())
+    desc.size = dnnl_memory_desc_get_size(desc.md)
+    if format_kind != dnnl_blocked:  # format_tag::any: chosen by a primitive later
+        desc.layout = "any"
+        desc.key = ("any", desc.dims, desc.dtype, 0)
+        desc.key_hash = hash(desc.key)
+        return desc
+    md_query(desc.md, dnnl_query_strides, &strides)
+    md_query(desc.md, dnnl_query_inner_nblks_s32, &nblks)
+    md_query(desc.md, dnnl_query_inner_blks, &blks)
+    md_query(desc.md, dnnl_query_inner_idxs, &idxs)
+    # Name the layout like oneDNN's tags: outer axes by decreasing stride (a
+    # blocked axis upper-case), then the inner blocks, e.g. aBcd16b -> nChw16c.
+    letters = letters_of(role, ndims, grouped)
+    blocked_axes = {idxs[i] for i in range(nblks)}
+    # Equal strides happen with extents of 1 (any stride fits them): the axis
+    # that really has extent goes first, as oneDNN's own tags read.
+    order = sorted(range(ndims), key=lambda axis: (-strides[axis], dims[axis] == 1, axis))
+    name = "".join(letters[a].upper() if a in blocked_axes else letters[a] for a in order)
+    name += "".join(f"{blks[i]}{letters[idxs[i]]}" for i in range(nblks))
+    desc.layout = name
+    desc.key = (name, desc.dims, desc.dtype, desc.size)
+    desc.key_hash = hash(desc.key)
+    return desc
+
+
+cdef MemoryDesc new_md(dims, str dtype, dnnl_format_tag_t tag, str role,
+                       bint grouped=False):
+    cdef dnnl_dims_t c_dims
+    cdef dnnl_memory_desc_t md = NULL
+    cdef int i
+    for i, d in enumerate(dims):
+        c_dims[i] = d
+    check(dnnl_memory_desc_create_with_tag(&md, len(dims), c_dims,
+                                           _NP_TO_DNNL[dtype], tag),
+          f"memory descriptor creation ({role} {tuple(dims)} {dtype})")
+    try:
+        return wrap_md(md, role, grouped)
+    finally:
+        dnnl_memory_desc_destroy(md)
+
+
+cdef tuple onednn_weight_dims(tuple shape, int groups):
+    """MXNet's weight ``(C_in, OC/G, *k)`` as oneDNN's ``(OC, IC, *k)`` or
+    ``(G, OC/G, IC/G, *k)``."""
+    if groups == 1:
+        return (shape[1], shape[0]) + shape[2:]
+    return (groups, shape[1], shape[0] // groups) + shape[2:]
+
+
+_plain_mds = LRUCache(4096)
+
+
+cdef MemoryDesc plain_md(tuple shape, str dtype, str role, int groups):
+    """The descriptor of an NDArray in the default layout, seen in ``role``.
+
+    Data and bias are plain row-major.  A weight is described over oneDNN's
+    weight dims with tag ``iohw``/``giohw`` (and 1-D/3-D kin), so the user's
+    buffer is used as is.
+    """
+    key = (shape, dtype, role, groups)
+    cdef MemoryDesc desc = _plain_mds.get(key)
+    if desc is not None:
+        return desc
+    if role == ROLE_WEIGHTS:
+        dims = onednn_weight_dims(shape, groups)
+        tags = _UNGROUPED_WEIGHT_TAGS if groups == 1 else _GROUPED_WEIGHT_TAGS
+        desc = new_md(dims, dtype, tags[len(dims)], role, groups > 1)
+    else:
+        desc = new_md(shape, dtype, _PLAIN_TAGS[len(shape)], role)
+    _plain_mds.put(key, desc)
+    return desc
+
+
+cdef class Layout:
+    """One tensor's bytes in one oneDNN format.
+
+    A blocked buffer is meaningless without knowing which tensor it holds: a
+    weight's oneDNN dims are ``(O, I, *k)`` while its NDArray shape is
+    ``(I, O, *k)``, so a square weight and an activation can share dims.  A
+    Layout therefore records the tensor (``role``, the NDArray ``shape``,
+    ``groups``) beside the descriptor, and two layouts are interchangeable only
+    when both agree.
+    """
+
+    @property
+    def name(self):
+        return self.desc.layout
+
+    cdef bint same_tensor(self, Layout other):
+        return (self.role == other.role and self.shape == other.shape
+                and self.groups == other.groups)
+
+    def __eq__(self, other):
+        if not isinstance(other, Layout):
+            return NotImplemented
+        return self.same_tensor(other) and self.desc == (<Layout>other).desc
+
+    def __hash__(self):
+        return hash((self.role, self.shape, self.groups, self.desc.key))
+
+    def __repr__(self):
+        return f"Layout({self.desc.layout}, {self.role} {self.shape})"
+
+    def to_plain(self, cnp.ndarray buffer, label="to_default"):
+        """A new default-layout array holding the values of ``buffer`` (in this layout)."""
+        plain = new_plain_array(self)
+        run_reorder(self.desc, buffer, self.plain, plain, False, label)
+        return plain
+
+
+cdef Layout make_layout(MemoryDesc desc, str role, tuple shape, int groups=1):
+    cdef Layout layout = Layout.__new__(Layout)
+    layout.desc, layout.role, layout.shape, layout.groups = desc, role, shape, groups
+    layout.plain = plain_md(shape, desc.dtype, role, groups)
+    layout.is_plain = desc == layout.plain
+    layout.np_dtype = np.dtype(desc.dtype)
+    return layout
+
+
+cdef cnp.ndarray new_buffer(MemoryDesc desc):
+    """Uninitialised bytes for ``desc``, 64-byte aligned like oneDNN's own."""
+    return aligned_bytes(desc.size)
+
+
+cdef cnp.ndarray new_plain_array(Layout layout):
+    """An uninitialised default-layout array of ``layout``'s tensor (NDArray
+    shape and dtype), 64-byte aligned."""
+    return aligned_array(layout.shape, <cnp.dtype>layout.np_dtype, layout.plain.size)
+
+
+cdef object plain_view(cnp.ndarray buffer, Layout layout):
+    """The bytes of a default-layout buffer as a typed array of the NDArray shape."""
+    return buffer.view(layout.np_dtype).reshape(layout.shape)

@@ -1,0 +1,166 @@
+# Included by _ops.pyx (one module, textual include): per-thread state (a
+# oneDNN stream and a primitive cache per thread), the OpenMP thread count,
+# and what a forked child must do (run single-threaded).
+
+# ----------------------------------------------------------------------------
+# Per-thread state and the OpenMP thread count
+# ----------------------------------------------------------------------------
+#: Largest thread count accepted: libgomp crashes on absurd counts (10**6).
+MAX_THREADS = 1024
+_tls = threading.local()
+cdef int _requested_threads = 0   # 0: leave OpenMP's default (OMP_NUM_THREADS)
+cdef long _thread_epoch = 0       # bumped to make every thread re-apply the count
+cdef bint _team_started = False   # an OpenMP team of > 1 threads ran in this process
+cdef bint _forked_child = False   # forked after a team ran: more threads would hang
+
+
+cdef class ThreadState:
+    """What each Python thread owns: a oneDNN stream (streams are not
+    thread-safe), its primitive cache and the OpenMP thread count applied."""
+
+    def __cinit__(self):
+        check(dnnl_stream_create(&self.stream, engine(), dnnl_stream_default_flags),
+              "stream creation")
+        self.cache = LRUCache()
+        self.epoch = -1
+
+    def __dealloc__(self):
+        global current_thread_state
+        if current_thread_state == <PyObject *>self:
+            current_thread_state = NULL
+        if self.stream != NULL:
+            dnnl_stream_destroy(self.stream)
+
+
+cdef extern from *:
+    """
+    /* This OS thread's ThreadState, borrowed from the threading.local that
+       owns it: one load instead of a threading.local lookup on every call. */
+    static __thread PyObject *current_thread_state = NULL;
+    """
+    PyObject *current_thread_state
+
+
+cdef ThreadState thread_state():
+    global current_thread_state
+    if current_thread_state != NULL:
+        return <ThreadState>current_thread_state
+    state = getattr(_tls, "state", None)
+    if state is None:
+        state = _tls.state = ThreadState()
+    current_thread_state = <PyObject *>state
+    return <ThreadState>state
+
+
+cdef int thread_count(ThreadState state) except -1:
+    """Apply set_num_threads() to this thread (OpenMP keeps it per thread)."""
+    if state.epoch != _thread_epoch:
+        if _requested_threads:
+            omp_set_num_threads(_requested_threads)
+        state.epoch = _thread_epoch
+    return omp_get_max_threads()
+
+
+cdef int _set_threads(int count):
+    global _requested_threads, _thread_epoch
+    _requested_threads = count
+    _thread_epoch += 1
+    return 0
+
+
+def _integer(what, value):
+    """``value`` as an int, or TypeError naming ``what`` (bools and floats refused)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{what} must be an int, got {value!r} of type "
+                        f"{type(value).__name__}")
+    return int(value)
+
+
+def set_num_threads(count):
+    """Use ``count`` OpenMP threads (1..MAX_THREADS) in every oneDNN call from now on."""
+    count = _integer("set_num_threads: count", count)
+    if count < 1:
+        raise MXNetError(f"set_num_threads needs a count >= 1, got {count}")
+    if count > MAX_THREADS:
+        raise MXNetError(f"set_num_threads needs a count <= {MAX_THREADS} (MAX_THREADS), "
+                         f"got {count}")
+    if _forked_child and count > 1:
+        raise MXNetError(
+            f"set_num_threads: count must be 1 in a process forked after oneDNN ran "
+            f"with several threads, got {count}: GNU OpenMP cannot start threads after "
+            "fork() (use multiprocessing's 'spawn' or 'forkserver' start method)")
+    _set_threads(count)
+    thread_count(thread_state())
+
+
+def get_num_threads():
+    """The number of OpenMP threads oneDNN calls from this thread use."""
+    return thread_count(thread_state())
+
+
+cdef int enter_threads(int threads):
+    """Make this thread's OpenMP count ``threads`` (1 in a forked child); returns
+    the count to give back to leave_threads()."""
+    cdef int ambient = omp_get_max_threads()
+    if _forked_child:
+        threads = 1
+    if threads != ambient:
+        omp_set_num_threads(threads)
+    return ambient
+
+
+cdef void leave_threads(int ambient):
+    if omp_get_max_threads() != ambient:
+        omp_set_num_threads(ambient)
+
+
+cdef class using_threads:
+    """``with using_threads(n):`` this thread plans and creates primitives for
+    ``n`` OpenMP threads (the planner tries fewer threads on small layers)."""
+    cdef int count, saved
+
+    def __cinit__(self, int count):
+        self.count = 1 if _forked_child else count
+
+    def __enter__(self):
+        self.saved = omp_get_max_threads()
+        omp_set_num_threads(self.count)
+        return self
+
+    def __exit__(self, *exc):
+        omp_set_num_threads(self.saved)
+        return False
+
+
+def _clamp_environment_threads():
+    """Survive a huge OMP_NUM_THREADS: run on the CPUs this process may use,
+    with a warning.  (Capping at MAX_THREADS was not enough: a thousand
+    threads on a small machine or under a container's task limit make libgomp
+    abort the process, "Thread creation failed".)"""
+    cdef int count = omp_get_max_threads()
+    if count > MAX_THREADS:
+        affinity = getattr(os, "sched_getaffinity", None)   # Linux; cpu_count elsewhere
+        usable = min(len(affinity(0)) if affinity else (os.cpu_count() or 1), MAX_THREADS)
+        warnings.warn(f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')!r} asks for "
+                      f"{count} threads, over mxdeconv's limit of {MAX_THREADS}; oneDNN "
+                      f"runs on this process's {usable} CPU(s) instead", RuntimeWarning,
+                      stacklevel=2)
+        _set_threads(usable)
+        omp_set_num_threads(usable)   # this thread's default from now on, too
+
+
+def _after_fork_in_child():
+    """A forked child inherits libgomp's thread team as dead threads: its next
+    parallel region would wait for them forever.  One thread never starts a
+    team, so the child runs single-threaded (PyTorch does the same)."""
+    global _forked_child
+    if _team_started:
+        _forked_child = True
+        _set_threads(1)
+        state = getattr(_tls, "state", None)
+        if state is not None:  # its primitives were planned for the parent's team
+            (<ThreadState>state).cache.clear()
+
+
+_clamp_environment_threads()
+os.register_at_fork(after_in_child=_after_fork_in_child)
