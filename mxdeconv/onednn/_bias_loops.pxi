@@ -10,34 +10,80 @@
 cdef Py_ssize_t PARALLEL_BIAS_ELEMENTS = 1 << 15
 
 
+cdef bint strides_match(const dnnl_dim_t *strides, tuple dims, list expected):
+    """Whether ``strides`` are ``expected`` on every axis of extent > 1 (an axis
+    of extent 1 is never stepped along: any stride fits it)."""
+    cdef int axis
+    for axis in range(len(dims)):
+        if dims[axis] > 1 and strides[axis] != expected[axis]:
+            return False
+    return True
+
+
+cdef list row_major(tuple extents, Py_ssize_t unit):
+    """The strides of ``extents`` laid out row-major, the last one ``unit`` apart."""
+    strides = []
+    for extent in reversed(extents):
+        strides.insert(0, unit)
+        unit *= extent
+    return strides
+
+
 cdef ChannelBlocks channel_blocks(MemoryDesc dst):
-    """How ``dst`` (an f32 data tensor) lays out its channels for the bias
-    loop, or ``planes == 0`` when it is no layout the loop knows:
-    nc<spatial> (a plane per image and channel), n<spatial>c (a plane per
-    pixel, all channels in a row) and nC<spatial>8c/16c (a plane per image and
-    channel block)."""
+    """How ``dst`` (an f32 data tensor, dims (N, C, *spatial)) lays out its
+    channels for the bias loop, read from its strides and inner blocks, or
+    ``planes == 0`` when it is no layout the loop knows: nc<spatial> (a plane
+    per image and channel), n<spatial>c (a plane per pixel, all channels in a
+    row) and nC<spatial>8c/16c (a plane per image and block of 8 or 16
+    channels, the last block padded)."""
     cdef ChannelBlocks blocks
     blocks.planes = 0
-    dims = dst.dims
-    spatial = _SPATIAL_LETTERS.get(len(dims) - 2)
-    if spatial is None or dst.dtype != "float32":
+    cdef int ndims = len(dst.dims), format_kind = 0, nblks = 0, axis
+    cdef dnnl_dim_t offset = 0
+    cdef const dnnl_dim_t *strides = NULL
+    cdef const dnnl_dim_t *padded = NULL
+    cdef const dnnl_dim_t *padded_offsets = NULL
+    cdef const dnnl_dim_t *blks = NULL
+    cdef const dnnl_dim_t *idxs = NULL
+    if ndims < 3 or dst.dtype != "float32":
         return blocks
-    cdef Py_ssize_t images = dims[0], channels = dims[1], pixels = 1
-    for extent in dims[2:]:
+    md_query(dst.md, dnnl_query_format_kind, &format_kind)
+    if format_kind != dnnl_blocked:
+        return blocks
+    md_query(dst.md, dnnl_query_strides, &strides)
+    md_query(dst.md, dnnl_query_padded_dims, &padded)
+    md_query(dst.md, dnnl_query_padded_offsets, &padded_offsets)
+    md_query(dst.md, dnnl_query_submemory_offset_s64, &offset)
+    md_query(dst.md, dnnl_query_inner_nblks_s32, &nblks)
+    md_query(dst.md, dnnl_query_inner_blks, &blks)
+    md_query(dst.md, dnnl_query_inner_idxs, &idxs)
+    dims = dst.dims
+    if offset != 0:
+        return blocks
+    for axis in range(ndims):  # only the channels may be padded, at their end
+        if padded_offsets[axis] != 0 or (axis != 1 and padded[axis] != dims[axis]):
+            return blocks
+    cdef Py_ssize_t images = dims[0], channels = dims[1], pixels = 1, width, count
+    spatial = dims[2:]
+    for extent in spatial:
         pixels *= extent
     blocks.channels = channels
-    name = dst.layout
-    if name == "nc" + spatial:
-        blocks.planes, blocks.blocks, blocks.rows, blocks.width = (
-            images * channels, channels, pixels, 1)
-    elif name == "n" + spatial + "c":
-        blocks.planes, blocks.blocks, blocks.rows, blocks.width = images * pixels, 1, 1, channels
-    else:
-        for width in (8, 16):
-            if name == f"nC{spatial}{width}c":
-                count = (channels + width - 1) // width
-                blocks.planes, blocks.blocks, blocks.rows, blocks.width = (
-                    images * count, count, pixels, width)
+    if nblks == 0 and padded[1] == channels:
+        if strides_match(strides, dims, [channels * pixels, pixels] + row_major(spatial, 1)):
+            blocks.planes, blocks.blocks, blocks.rows, blocks.width = (
+                images * channels, channels, pixels, 1)
+        elif strides_match(strides, dims,
+                           [pixels * channels, 1] + row_major(spatial, channels)):
+            blocks.planes, blocks.blocks, blocks.rows, blocks.width = (
+                images * pixels, 1, 1, channels)
+    elif nblks == 1 and idxs[0] == 1 and blks[0] in (8, 16):
+        width = blks[0]
+        count = (channels + width - 1) // width
+        if padded[1] == count * width and strides_match(
+                strides, dims, [count * pixels * width, pixels * width] +
+                row_major(spatial, width)):
+            blocks.planes, blocks.blocks, blocks.rows, blocks.width = (
+                images * count, count, pixels, width)
     return blocks
 
 

@@ -18,7 +18,7 @@ def cache_put(key, value):
 def set_cache_capacity(capacity):
     """Bound every thread's primitive cache to ``capacity`` entries (0 disables it)."""
     global _capacity
-    capacity = _integer("set_cache_capacity: capacity", capacity)
+    capacity = int_arg("set_cache_capacity: capacity", capacity)
     if capacity < 0:
         raise MXNetError(f"cache capacity must be >= 0, got {capacity}")
     if capacity > MAX_CACHE_CAPACITY:

@@ -83,6 +83,8 @@ cdef extern from "oneapi/dnnl/dnnl.h" nogil:
         dnnl_query_dims
         dnnl_query_data_type
         dnnl_query_padded_dims
+        dnnl_query_padded_offsets
+        dnnl_query_submemory_offset_s64
         dnnl_query_format_kind
         dnnl_query_strides
         dnnl_query_inner_nblks_s32

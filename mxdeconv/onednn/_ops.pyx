@@ -3,7 +3,7 @@
 
 It describes deconvolutions to oneDNN (one descriptor helper), enumerates the
 candidate implementations and layouts oneDNN offers for a geometry (the
-planner in ``plans.py`` checks each before use), runs the chosen primitives
+planner (``onednn.planner``) checks each before use), runs the chosen primitives
 with the GIL released, and moves arrays between the default layout and the
 layouts primitives prefer.
 
@@ -13,7 +13,6 @@ and every oneDNN status is checked: a refusal raises ``MXNetError`` naming
 oneDNN's status.
 """
 import heapq
-import numbers
 import os
 import threading
 import warnings
@@ -25,6 +24,7 @@ from cython.parallel cimport prange
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 
 from ._dnnl cimport *
+from mxdeconv._core.args import int_arg
 from mxdeconv._core.env import env_int
 from mxdeconv._core.errors import MXNetError
 from mxdeconv._core.buffers cimport aligned_array, aligned_bytes

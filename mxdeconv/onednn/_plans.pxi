@@ -23,6 +23,16 @@ cdef MemoryDesc family_md(tuple dims, str dtype, str family):
     return new_md(dims, dtype, tag, ROLE_DATA)
 
 
+def bias_loop_blocks(dims, str family):
+    """The bias loops' (planes, blocks, rows, width) over a float32 tensor of
+    ``dims`` in the layout family ``family`` (one of FAMILIES but "any"), or
+    None where they do not walk it: what they read from the descriptor's
+    strides and blocks (for tests)."""
+    cdef ChannelBlocks blocks = channel_blocks(family_md(tuple(dims), "float32", family))
+    return None if blocks.planes == 0 else (blocks.planes, blocks.blocks, blocks.rows,
+                                            blocks.width)
+
+
 cdef class Candidate:
     """One way oneDNN offers to run a pass: a descriptor positioned on one
     implementation, and how it was asked for.  ``build()`` creates its plan

@@ -68,17 +68,9 @@ cdef int _set_threads(int count):
     return 0
 
 
-def _integer(what, value):
-    """``value`` as an int, or TypeError naming ``what`` (bools and floats refused)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{what} must be an int, got {value!r} of type "
-                        f"{type(value).__name__}")
-    return int(value)
-
-
 def set_num_threads(count):
     """Use ``count`` OpenMP threads (1..MAX_THREADS) in every oneDNN call from now on."""
-    count = _integer("set_num_threads: count", count)
+    count = int_arg("set_num_threads: count", count)
     if count < 1:
         raise MXNetError(f"set_num_threads needs a count >= 1, got {count}")
     if count > MAX_THREADS:

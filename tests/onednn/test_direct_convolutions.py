@@ -254,3 +254,22 @@ def test_kept_choices_are_keyed_by_the_planner_version():
     geom, *_ = _layer("grouped_adj")
     key = plans._store_key(("forward", geom, "float32", False, False, None, 2, True), geom)
     assert f',{plans.PLANNER_VERSION},{kernel_check.CHECK_VERSION},"forward"' in key
+
+
+@pytest.mark.parametrize("dims", [(2, 3, 5), (1, 17, 1), (2, 64, 4, 4), (1, 1, 3, 3),
+                                  (3, 20, 1, 1), (2, 16, 2, 3, 4), (1, 9, 1, 1, 1)])
+def test_the_bias_loops_read_layouts_from_strides_and_blocks(dims):
+    """The bias loops walk plain, channels-last and 8/16-channel-block tensors,
+    recognised from the descriptor's strides, padded dims and inner blocks
+    (extents of 1 admit any stride; the last block's channels are padding)."""
+    images, channels, pixels = dims[0], dims[1], int(np.prod(dims[2:]))
+    plain = (images * channels, channels, pixels, 1)
+    assert _ops.bias_loop_blocks(dims, "plain") == plain
+    # With one channel or one pixel, channels-last memory is plain memory:
+    # either reading holds.
+    same = channels == 1 or pixels == 1
+    assert _ops.bias_loop_blocks(dims, "channels_last") in (
+        (images * pixels, 1, 1, channels), plain if same else None)
+    for family, width in (("blocked8", 8), ("blocked16", 16)):
+        count = -(-channels // width)
+        assert _ops.bias_loop_blocks(dims, family) == (images * count, count, pixels, width)
