@@ -756,12 +756,7 @@ def _plan(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterable[An
     if plan is not None and (type(plan) is Unavailable or plan.verdict.tuner is None):
         return plan
     choice = _choices.get(key)
-    if choice is None:
-        choice, plan = _choose(key, geom, candidates, make_check, costs, cost)
-        if choice.transient:
-            return Unavailable(choice.verdict())
-        _choices.put(key, choice)
-    else:
+    if choice is not None:
         if choice.tuner is not None:  # being tuned on its calls: one unit, perhaps
             choice.tuner.step()
             choice = _choices.get(key) or choice  # settled by that unit, perhaps
@@ -769,6 +764,13 @@ def _plan(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterable[An
             plan = None  # this thread's plan is not the choice any more
         if plan is None and choice.index is not None:  # chosen by another thread, or before
             plan = _rebuild(choice, candidates)
+            if plan is None:  # its candidate is not where it was: choose again
+                choice = None
+    if choice is None:
+        choice, plan = _choose(key, geom, candidates, make_check, costs, cost)
+        if choice.transient:
+            return Unavailable(choice.verdict())
+        _choices.put(key, choice)
     if plan is None:
         unavailable = Unavailable(choice.verdict())
         _ops.cache_put(key, unavailable)
