@@ -131,7 +131,7 @@ class MXDeconvAPI:
         nd, kwargs = self._mx.nd, case.kwargs
 
         def operands() -> Tuple[Any, Any, Any]:
-            return tuple(None if a is None else nd.array(a)
+            return tuple(None if a is None else nd.array(a, dtype=a.dtype)
                          for a in (inputs.data, inputs.weight, inputs.bias))
 
         def wait_all(results: Any) -> None:
@@ -140,7 +140,7 @@ class MXDeconvAPI:
                     result.wait_to_read()
 
         per_mode = {mode: operands() for mode in modes}
-        out_grad = nd.array(inputs.out_grad)
+        out_grad = nd.array(inputs.out_grad, dtype=inputs.out_grad.dtype)
         train, infer = self._mode(True), self._mode(False)
 
         def forward(mode: str) -> Any:

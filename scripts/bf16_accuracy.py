@@ -81,7 +81,7 @@ def make_inputs(shape: Sequence[int], params: Dict[str, Any],
 def run(impl: str, dtype: Any, arrays: Sequence[np.ndarray],
         params: Dict[str, Any]) -> List[np.ndarray]:
     """Forward and backward in ``dtype`` on ``impl``; results as float64."""
-    data, weight, bias, out_grad = (nd.array(a.astype(dtype)) for a in arrays)
+    data, weight, bias, out_grad = (nd.array(a.astype(dtype), dtype=dtype) for a in arrays)
     with mxdeconv.use_impl(impl):
         out = nd.Deconvolution(data, weight, bias, **params)
         grads = nd.Deconvolution_backward(out_grad, data, weight, bias, **params)

@@ -19,6 +19,25 @@ import os
 import numpy as np
 
 CASES = [
+    # -- nd.array's dtype: float32 for anything but an NDArray (issue 21)
+    ("nd.array(NumPy float64)", "nd.array(np.array([1.5, -2.25]))"),
+    ("nd.array(NumPy float16)", "nd.array(np.array([1.5, 2], dtype=np.float16))"),
+    ("nd.array(NumPy int64)", "nd.array(np.array([3, -4]))"),
+    ("nd.array(NumPy bool)", "nd.array(np.array([True, False]))"),
+    ("nd.array(NumPy float64) + nd.ones", "nd.array(np.ones(2)) + nd.ones((2,))"),
+    ("nd.array(float64 NDArray)", "nd.array(nd.array([1, 2], dtype='float64'))"),
+    ("nd.array(NumPy float64, dtype=float64)", "nd.array(np.ones(2), dtype='float64')"),
+    # -- NumPy scalars on either side are numbers
+    ("NumPy float64 < float32", "np.float64(1.5) < nd.array([1, 2])"),
+    ("NumPy float64 > float32", "np.float64(1.5) > nd.array([1, 2])"),
+    ("NumPy float32 + float32", "np.float32(1.5) + nd.array([1, 2])"),
+    ("NumPy int64 * int32", "np.int64(3) * nd.array([1, 2], dtype='int32')"),
+    # -- exclude=True with no axis reduces every axis
+    ("sum(exclude=True)", "y.sum(exclude=True)"),
+    ("mean(axis=(), exclude=True)", "y.mean(axis=(), exclude=True)"),
+    # -- variadic functions take separate arrays
+    ("nd.concat(list)", "nd.concat([f, g])"),
+    ("nd.stack(list)", "nd.stack([f, g])"),
     # -- arithmetic: the result keeps the operands' dtype; scalars are cast first
     ("int32 / 2", "i / 2"),
     ("int32 / 2.5", "i / 2.5"),

@@ -60,3 +60,12 @@ def geometry_of(cfg):
     """The geometry of a strategies.Config."""
     from mxdeconv.semantics.attributes import infer_geometry, parse_params
     return infer_geometry(parse_params(cfg.kwargs()), cfg.data_shape)
+
+
+def nd_keeping_dtype(values):
+    """``values`` (a NumPy array) as an NDArray of its own float dtype, as
+    ``nd.array`` made it before it followed MXNet (float32 from anything but
+    an NDArray); other dtypes still become float32."""
+    from mxdeconv import nd
+    from mxdeconv._core.dtypes import is_float_dtype
+    return nd.array(values, dtype=values.dtype if is_float_dtype(values.dtype) else None)

@@ -28,8 +28,16 @@ __all__ = ["arange", "concat", "full", "ones_like", "stack", "waitall", "zeros_l
 
 
 def _count(name: str, data: tuple, num_args: Any) -> None:
+    """MXNet's variadic arrays: NDArrays as separate arguments (a list is
+    refused, as MXNet refuses it: NumPy would join it into a NumPy array)."""
     if not data:
         raise MXNetError(f"{name}: needs at least one array (num_args >= 1)")
+    for i, arr in enumerate(data):
+        if not isinstance(arr, NDArray):
+            hint = (f" (pass the arrays as separate arguments: nd.{name}(*arrays))"
+                    if isinstance(arr, (list, tuple)) else "")
+            raise TypeError(f"{name}: argument {i} must be an NDArray, got "
+                            f"{type(arr).__name__}{hint}")
     if num_args is not None and num_args != len(data):
         raise MXNetError(f"{name}: num_args={num_args!r} but {len(data)} arrays were given")
 

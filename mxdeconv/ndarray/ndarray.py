@@ -435,10 +435,8 @@ def _shape_arg(shape: Any) -> Tuple[int, ...]:
     return entries
 
 
-def _host_values(source: Any) -> Tuple[np.ndarray, bool]:
-    """``source`` as a NumPy array of real numbers, and whether it came from
-    Python values (which become float32, as in MXNet)."""
-    python_values = False
+def _host_values(source: Any) -> np.ndarray:
+    """``source`` as a NumPy array of real numbers."""
     if isinstance(source, np.ndarray):
         values = source
     elif hasattr(source, "__dlpack__"):  # a foreign tensor (PyTorch, JAX, ...)
@@ -458,21 +456,21 @@ def _host_values(source: Any) -> Tuple[np.ndarray, bool]:
             values = np.asarray(source)
         except ValueError as error:  # ragged nesting
             raise MXNetError(f"source is not a rectangular array: {error}") from None
-        python_values = not hasattr(source, "__array__")
     # Booleans, integers and real floats only: complex values would lose their
     # imaginary part, and strings, objects, dates or records are not numbers.
     if not (values.dtype.kind in "biuf" or is_float_dtype(values.dtype)):
         raise TypeError(f"source must hold real numbers, got values of dtype {values.dtype} "
                         f"from {type(source).__name__}")
-    return values, python_values
+    return values
 
 
 def array(source: Any, ctx: Any = None, dtype: Any = None) -> NDArray:
     """Copy ``source`` (array-like, NumPy array or NDArray) into a new NDArray.
 
-    The default dtype is an NDArray's own dtype, a NumPy array's floating
-    dtype, and ``float32`` otherwise (Python values, NumPy integers), as in
-    MXNet.  ``ctx`` is a CPU context (see :func:`mxdeconv._core.context.context_arg`).
+    The default dtype is an NDArray's own dtype and ``float32`` for anything
+    else (Python values, NumPy arrays of any dtype, DLPack tensors), as in
+    MXNet 1.9.1: ``nd.array(np.random.randn(2, 2))`` is float32, and runs on
+    oneDNN; pass ``dtype=`` to keep float64 or float16.  ``ctx`` is a CPU context (see :func:`mxdeconv._core.context.context_arg`).
     The data is always copied: the result never aliases ``source``.
 
     >>> import mxdeconv
@@ -485,14 +483,13 @@ def array(source: Any, ctx: Any = None, dtype: Any = None) -> NDArray:
     if ctx is not None:
         context_arg("ctx", ctx)
     if isinstance(source, NDArray):
-        values, python_values = source._plain(), False
+        values = source._plain()
         if dtype is None:
             dtype = values.dtype
     else:
-        values, python_values = _host_values(source)
-    if dtype is None:  # Python lists and numbers: float32, as in MXNet
-        dtype = values.dtype if is_float_dtype(values.dtype) and not python_values \
-            else np.float32
+        values = _host_values(source)
+    if dtype is None:  # anything but an NDArray: float32, as in MXNet
+        dtype = np.float32
     dtype = _check_dtype(dtype)
     buffer = aligned_empty(values.shape, dtype)
     with np.errstate(over="ignore", invalid="ignore"):  # as NumPy's astype: inf on overflow
@@ -664,8 +661,9 @@ def to_dlpack_for_write(data: NDArray) -> Any:
 
 
 def as_ndarray(value: Any, name: str) -> NDArray:
-    """Accept a floating-point NDArray as is; copy a NumPy array (never alias the
-    caller's memory).  Operators (Deconvolution, relu) take floats only."""
+    """Accept a floating-point NDArray as is; copy a NumPy array in its own dtype
+    (never alias the caller's memory; a float64 array computes in float64).
+    Operators (Deconvolution, relu) take floats only."""
     if isinstance(value, NDArray):
         if not is_float_dtype(value._dtype):
             raise TypeError(f"{name} must be a floating-point array, got dtype {value._dtype} "
@@ -674,7 +672,7 @@ def as_ndarray(value: Any, name: str) -> NDArray:
     if isinstance(value, np.ndarray):
         if not is_float_dtype(value.dtype):
             raise TypeError(f"{name} must be a floating-point array, got dtype {value.dtype}")
-        return array(value)
+        return array(value, dtype=value.dtype)
     raise TypeError(f"{name} must be an NDArray or a NumPy array, "
                     f"got {type(value).__name__}")
 

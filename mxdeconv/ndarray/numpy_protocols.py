@@ -142,6 +142,11 @@ def _operands(name: str, inputs: Tuple[Any, ...]) -> Tuple[Tuple[Optional[NDArra
         if isinstance(value, NDArray):
             arrays.append(value)
             found = value.dtype
+        elif isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "biuf":
+            # A NumPy scalar, as NumPy hands one over when it is the left
+            # operand (np.float64(1.5) < x): a number to MXNet.
+            arrays.append(None)
+            continue
         elif isinstance(value, np.ndarray):
             if not is_ndarray_dtype(value.dtype):
                 raise TypeError(f"{name}: {side} must be an array of a dtype NDArray holds, got "
@@ -166,10 +171,11 @@ def _operands(name: str, inputs: Tuple[Any, ...]) -> Tuple[Tuple[Optional[NDArra
     for side, value, arr in zip(sides, inputs, arrays):
         if arr is not None:
             values.append(arr._plain())
-        elif isinstance(value, np.ndarray):
+        elif isinstance(value, np.ndarray) and value.ndim:
             values.append(value)
         else:
-            values.append(scalar(f"{name}: {side}", value, dtype))
+            number = value.item() if isinstance(value, np.ndarray) else value
+            values.append(scalar(f"{name}: {side}", number, dtype))
     return tuple(arrays), tuple(values), dtype
 
 

@@ -90,7 +90,7 @@ def as_input(value: Any, name: str) -> NDArray:
     arr = as_ndarray(value, name)
     buffer, layout = arr._state
     if layout is None and not buffer.flags.c_contiguous:
-        arr = array(buffer)
+        arr = array(buffer, dtype=buffer.dtype)
     return arr
 
 

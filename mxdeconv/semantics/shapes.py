@@ -141,7 +141,8 @@ def reduce_axes(shape: Sequence[int], axis: Any, exclude: bool = False,
                 name: str = "axis") -> Optional[Tuple[int, ...]]:
     """The axes an MXNet reduction (``sum``, ``mean``, ...) reduces: None for all.
 
-    ``axis`` None or ``()`` means every axis (MXNet's default); ``exclude=True``
+    ``axis`` None or ``()`` means every axis (MXNet's default), with
+    ``exclude=True`` too (as MXNet 1.9.1 does); otherwise ``exclude=True``
     reduces every axis *not* listed.  Duplicates and axes out of range raise.
 
     >>> from mxdeconv.semantics.shapes import reduce_axes
@@ -154,7 +155,7 @@ def reduce_axes(shape: Sequence[int], axis: Any, exclude: bool = False,
         raise TypeError(f"exclude must be a bool, got {exclude!r}")
     ndim = len(shape)
     if axis is None or (isinstance(axis, (tuple, list)) and len(axis) == 0):
-        return () if exclude else None
+        return None
     axes = ints_arg(name, axis)
     normalized = tuple(normalize_axis(name, a, ndim) for a in axes)
     if len(set(normalized)) != len(normalized):

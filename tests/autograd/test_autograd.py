@@ -67,7 +67,7 @@ def _chain_reference(v):
 
 
 def _variables(values, names, grad_req="write"):
-    arrays = {k: nd.array(a) for k, a in values.items()}
+    arrays = {k: nd.array(a, dtype=a.dtype) for k, a in values.items()}
     for name in names:
         arrays[name].attach_grad(grad_req)
     return arrays
@@ -181,7 +181,7 @@ def test_chain_gradients_match_finite_differences(rng):
     arrays = _variables(values, VARIABLES)
     with autograd.record():
         z = _chain(arrays)
-    z.backward(nd.array(head))
+    z.backward(nd.array(head, dtype=head.dtype))
 
     def loss(vals):
         return float((head * _chain(vals).asnumpy()).sum())

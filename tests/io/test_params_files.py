@@ -152,7 +152,7 @@ def test_nd_save_of_loaded_arrays_writes_mxnet_bytes(name, tmp_path):
 
 def test_nd_save_of_new_float_arrays_writes_mxnet_bytes(tmp_path):
     arrays, names = expected_arrays("dict_dtypes.params")
-    floats = {key: nd.array(values) for key, values in zip(names, arrays)
+    floats = {key: nd.array(values, dtype=values.dtype) for key, values in zip(names, arrays)
               if values.dtype.kind == "f"}
     nd.save(tmp_path / "a.params", floats)        # an os.PathLike is accepted too
     reference = {key: values for key, values in zip(names, arrays) if values.dtype.kind == "f"}
@@ -172,7 +172,7 @@ def test_single_ndarray_empty_list_and_empty_dict(tmp_path):
 
 def test_zero_d_arrays_use_the_v3_form(tmp_path):
     arrays, _ = expected_arrays("np_shape.params")
-    nd.save(str(tmp_path / "auto"), [nd.array(a) for a in arrays])  # np_shape=None: V3
+    nd.save(str(tmp_path / "auto"), [nd.array(a, dtype=a.dtype) for a in arrays])  # np_shape=None: V3
     assert (tmp_path / "auto").read_bytes() == mxnet_bytes("np_shape.params")
     nd.save(str(tmp_path / "v3"), [nd.ones((2,))], np_shape=True)
     assert struct.unpack_from("<I", (tmp_path / "v3").read_bytes(), 24)[0] == 0xF993FACA

@@ -122,9 +122,14 @@ def test_from_dlpack_result_feeds_deconvolution():
 
 
 def test_array_default_dtypes():
-    assert nd.array([1.5, 2.5]).dtype == np.float32                # Python values: MXNet's
-    assert nd.array(np.ones(2)).dtype == np.float64               # NumPy keeps its float
+    """float32 from anything but an NDArray, as in MXNet 1.9.1 (a port's
+    ``nd.array(np.random.randn(...))`` runs on oneDNN)."""
+    assert nd.array([1.5, 2.5]).dtype == np.float32
+    assert nd.array(np.ones(2)).dtype == np.float32
+    assert nd.array(np.ones(2, np.float16)).dtype == np.float32
     assert nd.array(np.ones(2, np.int64)).dtype == np.float32
+    assert nd.array(np.ones(2), dtype="float64").dtype == np.float64
+    assert nd.array(nd.array(np.ones(2), dtype="float64")).dtype == np.float64
 
 
 # -- PyTorch ------------------------------------------------------------------------------
@@ -165,7 +170,8 @@ def test_nd_array_of_torch_tensors_copies():
     assert np.asarray(x).ctypes.data != t.data_ptr()
     assert nd.array(t.T).asnumpy().tolist() == t.T.tolist()         # strided: fine, copied
     assert nd.array(t.requires_grad_()).shape == (2, 3)             # detached for the copy
-    assert nd.array(torch.ones(2, dtype=torch.float64)).dtype == np.float64
+    assert nd.array(torch.ones(2, dtype=torch.float64)).dtype == np.float32  # as MXNet
+    assert nd.array(torch.ones(2, dtype=torch.float64), dtype="float64").dtype == np.float64
 
 
 def test_deconvolution_agrees_with_torch_conv_transpose_through_dlpack():

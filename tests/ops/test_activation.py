@@ -104,14 +104,14 @@ def _reference(layer, x, head):
 @pytest.mark.parametrize("act", ACTS)
 def test_layer_matches_the_reference(act, ndim, bias, training, impl):
     layer, x_values = _make(ndim, act, bias, seed=ndim)
-    x = nd.array(x_values)
+    x = nd.array(x_values, dtype=x_values.dtype)
     x.attach_grad()
     with mxdeconv.use_impl(impl):
         if training:
             with autograd.record():
                 y = layer(x)
             head = np.random.default_rng(7).uniform(-1, 1, y.shape)
-            y.backward(nd.array(head.astype(np.float32)))
+            y.backward(nd.array(head.astype(np.float32), dtype=np.float32))
         else:
             y = layer(x)
             head = np.zeros(y.shape)
@@ -127,7 +127,7 @@ def test_layer_matches_the_reference(act, ndim, bias, training, impl):
 
 def test_the_activation_is_one_recorded_operator_fused_on_onednn():
     layer, x_values = _make(2, "tanh", True)
-    x = nd.array(x_values)
+    x = nd.array(x_values, dtype=x_values.dtype)
     x.attach_grad()
     with autograd.record():
         y = layer(x)
@@ -149,7 +149,7 @@ def test_the_activation_is_one_recorded_operator_fused_on_onednn():
 
 def test_planner_and_prepared_call_keys_hold_the_activation():
     layer_relu, x_values = _make(2, "relu", True)
-    x = nd.array(x_values)
+    x = nd.array(x_values, dtype=x_values.dtype)
     kwargs = layer_relu._kwargs
     w, b = layer_relu.weight.data(), layer_relu.bias.data()
     plain = nd.Deconvolution(x, w, b, **kwargs).asnumpy()
@@ -191,7 +191,7 @@ def test_realistic_layers_on_onednn_match_pytorch(name, shape, channels, act):
     layer.initialize(gluon.Normal(0.05))
     layer.bias.set_data(rng.uniform(-1, 1, channels))
     x_values = rng.standard_normal(shape).astype(np.float32)
-    x = nd.array(x_values)
+    x = nd.array(x_values, dtype=x_values.dtype)
     x.attach_grad()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", KernelDefectWarning)  # oneDNN 3.2's brgconv_strided
@@ -202,7 +202,7 @@ def test_realistic_layers_on_onednn_match_pytorch(name, shape, channels, act):
             y = layer(x)
         assert mxdeconv.last_impl() == "onednn"
         head = rng.uniform(-1, 1, y.shape)
-        y.backward(nd.array(head.astype(np.float32)))
+        y.backward(nd.array(head.astype(np.float32), dtype=np.float32))
     out, dx, dw, db = _torch_reference(x_values, layer.weight.data().asnumpy(),
                                        layer.bias.data().asnumpy(), act, head, 2, 1)
     scale = np.abs(out).max()
@@ -216,13 +216,13 @@ def test_realistic_layers_on_onednn_match_pytorch(name, shape, channels, act):
 @pytest.mark.parametrize("act", ACTS)
 def test_float64_gradients_match_finite_differences_numpy(act):
     layer, x_values = _make(2, act, True, seed=5, dtype=np.float64)
-    x = nd.array(x_values)
+    x = nd.array(x_values, dtype=x_values.dtype)
     x.attach_grad()
     with autograd.record():
         y = layer(x)
     assert mxdeconv.last_impl() == "numpy"
     head = np.random.default_rng(6).uniform(-1, 1, y.shape)
-    y.backward(nd.array(head))
+    y.backward(nd.array(head, dtype=head.dtype))
     params = {"data": x_values, "weight": layer.weight.data().asnumpy(),
               "bias": layer.bias.data().asnumpy()}
     grads = {"data": x.grad.asnumpy(), "weight": layer.weight.grad().asnumpy(),
@@ -251,9 +251,9 @@ def test_float64_gradients_match_finite_differences_numpy(act):
 @pytest.mark.parametrize("act", ACTS)
 def test_float16_follows_float32_numpy(act):
     layer, x_values = _make(2, act, True)
-    y32 = layer(nd.array(x_values)).asnumpy()
+    y32 = layer(nd.array(x_values, dtype=x_values.dtype)).asnumpy()
     layer.cast("float16")
-    y16 = layer(nd.array(x_values.astype(np.float16)))
+    y16 = layer(nd.array(x_values.astype(np.float16), dtype=np.float16))
     assert y16.dtype == np.float16 and mxdeconv.last_impl() == "numpy"
     assert_allclose(y16.asnumpy().astype(np.float32), y32, rtol=4e-3, atol=4e-3)
 
@@ -262,9 +262,9 @@ def test_float16_follows_float32_numpy(act):
 @pytest.mark.parametrize("act", ["relu", "tanh"])
 def test_bfloat16_runs_saturating_activations_unfused(act):
     layer, x_values = _make(2, act, True)
-    y32 = layer(nd.array(x_values)).asnumpy()
+    y32 = layer(nd.array(x_values, dtype=x_values.dtype)).asnumpy()
     layer.cast(BFLOAT16)
-    y16 = layer(nd.array(x_values.astype(BFLOAT16))).asnumpy().astype(np.float32)
+    y16 = layer(nd.array(x_values.astype(BFLOAT16), dtype=BFLOAT16)).asnumpy().astype(np.float32)
     assert_allclose(y16, y32, rtol=2e-2, atol=2e-2)
     if act != "relu" and mxdeconv.runtime_info()["cpu_isa"] == "avx512_core_bf16":
         geom = infer_geometry(parse_params(layer._kwargs), x_values.shape)
@@ -287,12 +287,12 @@ def test_gluon_layers_match_mxnet(index, impl):
     layer.weight.set_data(get("weight"))
     if layer.bias is not None:
         layer.bias.set_data(get("bias"))
-    x = nd.array(get("input"))
+    x = nd.array(get("input"), dtype=get("input").dtype)
     x.attach_grad()
     with mxdeconv.use_impl(impl):
         with autograd.record():
             y = layer(x)
-        y.backward(nd.array(get("head_grad")))
+        y.backward(nd.array(get("head_grad"), dtype=get("head_grad").dtype))
     tol = dict(rtol=1e-5, atol=1e-5)
     assert_allclose(y.asnumpy(), get("output"), **tol)
     assert_allclose(x.grad.asnumpy(), get("data_grad"), **tol)
@@ -304,11 +304,11 @@ def test_gluon_layers_match_mxnet(index, impl):
 @pytest.mark.parametrize("act", ACTS)
 def test_nd_activation_matches_mxnet_float64_numpy(act):
     get = lambda name: MXNET[f"act/{act}/{name}"]  # noqa: E731
-    x = nd.array(get("x"))
+    x = nd.array(get("x"), dtype=get("x").dtype)
     x.attach_grad()
     with autograd.record():
         y = nd.Activation(x, act_type=act)
-    y.backward(nd.array(get("head_grad")))
+    y.backward(nd.array(get("head_grad"), dtype=get("head_grad").dtype))
     assert_allclose(y.asnumpy(), get("y"), rtol=1e-14, atol=1e-300)
     assert_allclose(x.grad.asnumpy(), get("x_grad"), rtol=1e-12, atol=1e-300)  # 1 - y*y
 
@@ -340,7 +340,7 @@ def test_nd_activation_arguments_and_out():
 
 def test_written_output_is_refused_by_backward():
     layer, x_values = _make(1, "sigmoid", True)
-    x = nd.array(x_values)
+    x = nd.array(x_values, dtype=x_values.dtype)
     x.attach_grad()
     with autograd.record():
         y = layer(x)

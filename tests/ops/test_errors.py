@@ -47,7 +47,7 @@ def arrays(dtype=np.float32, seed=0):
 
 
 def sentinel(shape, dtype=np.float32):
-    return nd.array(np.full(shape, SENTINEL, dtype))
+    return nd.array(np.full(shape, SENTINEL, dtype), dtype=dtype)
 
 
 def snapshot(values):
@@ -304,7 +304,8 @@ def build_forward(case, as_numpy):
             call[key] = change
     if not as_numpy:
         values = {k: v if not isinstance(v, np.ndarray) or v.dtype.kind != "f"
-                  or v.dtype == np.longdouble else nd.array(v) for k, v in values.items()}
+                  or v.dtype == np.longdouble else nd.array(v, dtype=v.dtype)
+                  for k, v in values.items()}
     return values, call
 
 

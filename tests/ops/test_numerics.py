@@ -211,7 +211,7 @@ def test_float16_inf_input_propagates_without_warning():
 
 def test_float16_req_add_overflow_is_seen():
     """req='add' forms target + result in float32 too: a sum beyond the range warns."""
-    out = nd.array(np.full((1, 1, 2, 2), 65000, np.float16))
+    out = nd.array(np.full((1, 1, 2, 2), 65000, np.float16), dtype="float16")
     data = np.full((1, 2, 2, 2), 10, np.float16)
     with pytest.warns(Float16OverflowWarning, match="output: 4 of 4"):
         nd.Deconvolution(data, np.full((2, 1, 1, 1), 50, np.float16), out=out, req="add",

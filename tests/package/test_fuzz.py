@@ -33,6 +33,7 @@ from hypothesis import HealthCheck, given, seed as hypothesis_seed, settings
 from hypothesis import strategies as st
 
 import mxdeconv
+from helpers import nd_keeping_dtype
 from mxdeconv import MXNetError, nd
 from reference import mxnet_pads, output_spatial, reference_backward, reference_forward
 from strategies import configs
@@ -385,7 +386,7 @@ def run_call(c: Dict[str, Any]) -> None:
         shapes = [(1,)] * (3 if c["backward"] else 1)
     if c["target_shape_error"]:
         shapes = [tuple(s) + (1,) for s in shapes]
-    targets = [nd.array(draw(s, tdtype)) for s in shapes] if give else None
+    targets = [nd_keeping_dtype(draw(s, tdtype)) for s in shapes] if give else None
     before_targets = [np.array(np.asarray(t), copy=True) for t in targets] if give else []
 
     if c["poison"] is not None:
@@ -395,7 +396,7 @@ def run_call(c: Dict[str, Any]) -> None:
     inputs = [data, weight, bias] if not c["backward"] else [og, data, weight, bias]
     before_inputs = [None if a is None else a.copy() for a in inputs]
     if not c["as_numpy"]:
-        inputs = [None if a is None else nd.array(a) for a in inputs]
+        inputs = [None if a is None else nd_keeping_dtype(a) for a in inputs]
     index = 1 if c["backward"] else 0
     inputs[index] = {"array": lambda a: a, "list": lambda a: np.asarray(a).tolist(),
                      "none": lambda a: None, "int": lambda a: np.asarray(a).round().astype(

@@ -535,7 +535,7 @@ def test_a_dlpack_capsule_consumed_twice_raises_mxnet_error():
 
 def test_bfloat16_dlpack_export_raises_mxnet_error():
     ml_dtypes = pytest.importorskip("ml_dtypes")
-    arr = nd.array(np.ones((2,), ml_dtypes.bfloat16))
+    arr = nd.array(np.ones((2,), ml_dtypes.bfloat16), dtype="bfloat16")
     with pytest.raises(MXNetError, match="bfloat16 NDArray cannot be exported"):
         np.from_dlpack(arr)
 

@@ -67,15 +67,17 @@ def make_case(index, seed):
 def compute(index, seed, inference_weight=None):
     """Forward (write, then add onto a copy), backward (write and add) as NumPy."""
     data, weight, bias, kw = make_case(index, seed)
-    x = nd.array(data)
-    w = inference_weight if inference_weight is not None else nd.array(weight)
-    b = None if bias is None else nd.array(bias)
+    dtype = data.dtype  # float64 cases compute on the NumPy path
+    x = nd.array(data, dtype=dtype)
+    w = inference_weight if inference_weight is not None else nd.array(weight, dtype=dtype)
+    b = None if bias is None else nd.array(bias, dtype=dtype)
     y = nd.Deconvolution(x, w, b, train=inference_weight is None, **kw)
-    out = nd.array(np.full(y.shape, 0.5, data.dtype))
+    out = nd.array(np.full(y.shape, 0.5, dtype), dtype=dtype)
     nd.Deconvolution(x, w, b, out=out, req="add", train=inference_weight is None, **kw)
-    og = nd.array(np.asarray(y) * 0.25)
+    og = nd.array(np.asarray(y) * 0.25, dtype=dtype)
     grads = nd.Deconvolution_backward(og, x, w, b, **kw)
-    acc = [None if g is None else nd.array(np.ones(g.shape, data.dtype)) for g in grads]
+    acc = [None if g is None else nd.array(np.ones(g.shape, dtype), dtype=dtype)
+           for g in grads]
     nd.Deconvolution_backward(og, x, w, b, req=["add", "add", "add" if b is not None
                                                 else "null"], grads=acc, **kw)
     results = [np.asarray(y), np.asarray(out)] + [np.asarray(g) for g in grads + tuple(acc)
