@@ -10,6 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
+from mxdeconv import nd
+from mxdeconv._core.dtypes import is_float_dtype
+
 from reference import reference_forward
 
 #: The repository root and the tests' data folder, whatever a test file's depth.
@@ -66,6 +69,4 @@ def nd_keeping_dtype(values):
     """``values`` (a NumPy array) as an NDArray of its own float dtype, as
     ``nd.array`` made it before it followed MXNet (float32 from anything but
     an NDArray); other dtypes still become float32."""
-    from mxdeconv import nd
-    from mxdeconv._core.dtypes import is_float_dtype
     return nd.array(values, dtype=values.dtype if is_float_dtype(values.dtype) else None)

@@ -22,22 +22,18 @@ from mxdeconv._core.args import int_arg
 from mxdeconv._core.errors import MXNetError
 from mxdeconv._core.context import context_arg
 from .ndarray import NDArray, _check_dtype, _shape_arg, empty
-from .numpy_protocols import check_writable, is_number, scalar
+from .numpy_protocols import _sequence, check_writable, is_number, scalar
 
 __all__ = ["arange", "concat", "full", "ones_like", "stack", "waitall", "zeros_like"]
 
 
 def _count(name: str, data: tuple, num_args: Any) -> None:
-    """MXNet's variadic arrays: NDArrays as separate arguments (a list is
-    refused, as MXNet refuses it: NumPy would join it into a NumPy array)."""
+    """MXNet's variadic arrays: NDArrays as separate arguments.  Checked here,
+    before NumPy sees them: a list among them would not reach NDArray's
+    protocols (NumPy would join it into a NumPy array), where MXNet refuses it."""
     if not data:
         raise MXNetError(f"{name}: needs at least one array (num_args >= 1)")
-    for i, arr in enumerate(data):
-        if not isinstance(arr, NDArray):
-            hint = (f" (pass the arrays as separate arguments: nd.{name}(*arrays))"
-                    if isinstance(arr, (list, tuple)) else "")
-            raise TypeError(f"{name}: argument {i} must be an NDArray, got "
-                            f"{type(arr).__name__}{hint}")
+    _sequence(name, data)
     if num_args is not None and num_args != len(data):
         raise MXNetError(f"{name}: num_args={num_args!r} but {len(data)} arrays were given")
 

@@ -526,7 +526,10 @@ def _sequence(name: str, arrays: Any) -> Tuple[NDArray, ...]:
         raise MXNetError(f"{name}: needs at least one array")
     for i, arr in enumerate(arrays):
         if not isinstance(arr, NDArray):
-            raise TypeError(f"{name}: array {i} must be an NDArray, got {type(arr).__name__}")
+            hint = (f" (pass the arrays as separate arguments: nd.{name}(*arrays))"
+                    if isinstance(arr, (list, tuple)) else "")
+            raise TypeError(f"{name}: array {i} must be an NDArray, got "
+                            f"{type(arr).__name__}{hint}")
     return tuple(arrays)
 
 

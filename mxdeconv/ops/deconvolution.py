@@ -90,8 +90,8 @@ def Deconvolution(data: Any, weight: Any, bias: Any = None, out: Optional[NDArra
 
 
 def full_forward(key: Any, data: Any, weight: Any, bias: Any, out: Optional[NDArray],
-             req: Any, train: Any, params: dict,
-             act_type: Optional[str] = None) -> Optional[NDArray]:
+                 req: Any, train: Any, params: dict,
+                 act_type: Optional[str] = None) -> Optional[NDArray]:
     """The full path of a forward call (and, on oneDNN, its prepared call);
     ``act_type`` (with out=None and req='write' only): DeconvolutionActivation."""
     req = check_req("req", req)
@@ -270,7 +270,7 @@ def Deconvolution_backward(out_grad: Any, data: Any, weight: Any, bias: Any = No
 
 
 def full_backward(key: Any, out_grad: Any, data: Any, weight: Any, bias: Any, req: Any,
-              grads: Any, train: Any, params: dict) -> Tuple[Optional[NDArray], ...]:
+                  grads: Any, train: Any, params: dict) -> Tuple[Optional[NDArray], ...]:
     """The full path of a backward call (and, on oneDNN, its prepared call)."""
     if isinstance(req, str):
         reqs = [req] * 3

@@ -302,7 +302,7 @@ X = lambda: nd.arange(6).reshape((2, 3))  # noqa: E731
     (lambda: X().norm(ord=3), MXNetError, "only ord=1 and ord=2"),
     (lambda: nd.zeros((0, 2)).max(), MXNetError, "max: cannot reduce an empty axis"),
     (lambda: nd.concat(), MXNetError, "concat: needs at least one array"),
-    (lambda: nd.concat(X(), [1]), TypeError, "concat: argument 1 must be an NDArray, got list"),
+    (lambda: nd.concat(X(), [1]), TypeError, "concat: array 1 must be an NDArray, got list"),
     (lambda: nd.concat(X(), X(), num_args=3), MXNetError, "num_args=3 but 2 arrays"),
     (lambda: nd.concat(X(), nd.ones((3, 3))), MXNetError, "differ outside dim 1"),
     (lambda: nd.stack(X(), nd.ones((3, 2))), MXNetError, "stack: arrays must have one shape"),
