@@ -73,6 +73,11 @@ cdef class Candidate:
     cdef readonly bint bias_fused, act_fused
     cdef readonly bint direct   # a convolution run directly (see direct_conv_pd)
     cdef readonly int index
+    # Its variant of _variants (data family, weights family, bias fused,
+    # activation fused, direct prefix) and its layouts (each tensor's key):
+    # with the implementation's name they find it again among that variant's
+    # candidates alone (planner._rebuild).
+    cdef readonly tuple variant, layouts
     cdef object builder
 
 

@@ -188,11 +188,16 @@ cdef ForwardPlan build_forward(Geometry g, Candidate c):
     return plan
 
 
-def _enumerate(make_pd, builder, list variants, act_type=None, skip=None):
+def _enumerate(make_pd, builder, list variants, act_type=None, skip=None, only=None):
     """Candidates of one pass: for each variant (data layout family, weights
     layout family, bias fused?, activation fused?, direct convolution?),
     oneDNN's implementations in its order; duplicates once, and those
-    ``skip(candidate)`` declines, left out; reference kernels last."""
+    ``skip(candidate)`` declines, left out; reference kernels last.  With
+    ``only``, that variant's alone (none if it is not one of ``variants``:
+    the value may come from the plan cache); their indices are then not the
+    positions in the full enumeration."""
+    if only is not None:
+        variants = [v for v in variants if v == tuple(only)]
     seen = set()
     deferred = []
     cdef Candidate c
@@ -205,7 +210,9 @@ def _enumerate(make_pd, builder, list variants, act_type=None, skip=None):
             c.pd, c.family, c.weights, c.bias_fused = pd.clone(), family, weights, fused
             c.act_type, c.act_fused, c.direct = act_type, act_fused, bool(direct)
             c.impl, c.builder = direct + pd.impl(), builder
-            key = (c.impl, fused, act_fused, _pd_layout_keys(c.pd))
+            c.variant = (family, weights, fused, act_fused, direct)
+            c.layouts = _pd_layout_keys(c.pd)
+            key = (c.impl, fused, act_fused, c.layouts)
             if key not in seen and not (skip is not None and skip(c)):
                 seen.add(key)
                 if c.is_reference:
@@ -264,13 +271,13 @@ cdef tuple _pd_layout_keys(PrimitiveDesc pd):
 
 
 def forward_candidates(geom, str dtype, bint training, bint accumulate, act_type=None,
-                       bint fuse_activation=True):
+                       bint fuse_activation=True, variant=None):
     """The forward plans oneDNN offers for ``geom``, in order of preference:
     the bias fused into the primitive first, then added by a separate
     primitive; within each, the activation ``act_type`` (one of
     ELTWISE_ACTIVATIONS, or None) fused as a post-op first (unless
     ``fuse_activation`` is False), then run by a separate eltwise primitive;
-    within each, oneDNN's own layout choice first."""
+    within each, oneDNN's own layout choice first (``variant``: see _enumerate)."""
     cdef Geometry g = Geometry.of(geom, dtype)
     cdef Attr attr = Attr(accumulate)
     cdef Attr act_attr = attr
@@ -301,7 +308,7 @@ def forward_candidates(geom, str dtype, bint training, bint accumulate, act_type
                          act_attr if act_fused and fused else attr)
 
     return _enumerate(make_pd, lambda c: build_forward(g, c),
-                      _variants(g.has_bias, act_flags, direct), act_type, _forward_skip)
+                      _variants(g.has_bias, act_flags, direct), act_type, _forward_skip, variant)
 
 
 #: oneDNN's convolution-based deconvolution (``ref_deconvolution``: a backward-
@@ -381,8 +388,9 @@ cdef class BackwardWeightsPlan:
                 None if db is None else self.diff_bias.to_plain(db, None))
 
 
-def backward_weights_candidates(geom, str dtype):
-    """Backward-weights plans for ``geom`` (diff_bias included when there is a bias)."""
+def backward_weights_candidates(geom, str dtype, variant=None):
+    """Backward-weights plans for ``geom`` (diff_bias included when there is a
+    bias; ``variant``: see _enumerate)."""
     cdef Geometry g = Geometry.of(geom, dtype)
     cdef PrimitiveDesc hint = forward_hint(g)
     # mxdeconv's bias-gradient loop sums float32 only.
@@ -401,7 +409,7 @@ def backward_weights_candidates(geom, str dtype):
 
     return _enumerate(make_pd, lambda c: build_backward_weights(g, c),
                       _variants(False, direct=direct),
-                      skip=_bias_sum_cannot_read if g.has_bias else None)
+                      skip=_bias_sum_cannot_read if g.has_bias else None, only=variant)
 
 
 def _bias_sum_cannot_read(Candidate c):
@@ -451,8 +459,8 @@ cdef BackwardWeightsPlan build_backward_weights(Geometry g, Candidate c):
     return plan
 
 
-def backward_data_candidates(geom, str dtype):
-    """Backward-data plans for ``geom``."""
+def backward_data_candidates(geom, str dtype, variant=None):
+    """Backward-data plans for ``geom`` (``variant``: see _enumerate)."""
     cdef Geometry g = Geometry.of(geom, dtype)
     cdef PrimitiveDesc hint = forward_hint(g)
 
@@ -466,7 +474,7 @@ def backward_data_candidates(geom, str dtype):
                          family_md(g.dst_dims, dtype, family), hint, None)
 
     return _enumerate(make_pd, lambda c: build_backward_data(g, c),
-                      _variants(False, direct=DIRECT_BACKWARD_DATA))
+                      _variants(False, direct=DIRECT_BACKWARD_DATA), only=variant)
 
 
 cdef BackwardDataPlan build_backward_data(Geometry g, Candidate c):

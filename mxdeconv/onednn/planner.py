@@ -166,6 +166,9 @@ class Choice:
     reason: str = ""                   # why nothing was chosen
     transient: bool = False            # nothing chosen for now (memory), not for good
     tuner: Optional["_Tuner"] = field(default=None, repr=False)  # tuning on later calls
+    #: The candidate's variant and its layouts' text (Candidate.variant and
+    #: .layouts): _rebuild enumerates that variant only.  None: unknown.
+    found_at: Optional[Tuple[Tuple[Any, ...], str]] = None
 
     def verdict(self) -> str:
         """What explain() prints: the choice, the check, the alternatives."""
@@ -185,6 +188,13 @@ class Choice:
                 text += (f"\n    {m.seconds * 1e6:10.1f} us  {m.candidate} on {m.threads} "
                          f"thread(s): {m.verdict}")
         return text
+
+
+def _found_at(candidate: Any) -> Optional[Tuple[Tuple[Any, ...], str]]:
+    """Where ``candidate`` is found again (None for one without a variant:
+    the tests' planted candidates)."""
+    variant = getattr(candidate, "variant", None)
+    return None if variant is None else (variant, str(candidate.layouts))
 
 
 _choices = _ops.LRUCache(1 << 14) if _ops is not None else None
@@ -307,7 +317,7 @@ def _known_suspect(geom: DeconvGeometry) -> Callable[[Any], bool]:
     return suspect
 
 
-def _first_correct(geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
+def _first_correct(geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
                    check: Callable[[Any], Optional[str]], threads: int,
                    skip: Iterable[int] = (),
                    suspect: Optional[Callable[[Any], bool]] = None
@@ -355,7 +365,7 @@ class _Timed:
     candidate: Any
 
 
-def _tuning_units(geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
+def _tuning_units(geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
                   check: Callable[[Any], Optional[str]], costs: "_Costs",
                   cost: Callable[[Any], float], agreed: Iterable[Tuple[int, int]] = ()
                   ) -> Units:
@@ -428,7 +438,7 @@ def _tuning_units(geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
         if reason is None:
             measured[position].verdict = "chosen: agreed"
             return Choice(candidate.index, threads, candidate.impl, "tuned", rejected,
-                          measured), plan
+                          measured, found_at=_found_at(candidate)), plan
         del plan  # not past this unit (see above)
         measured[position].verdict = f"rejected: {reason}"
         rejected.append((repr(candidate), reason))
@@ -442,7 +452,7 @@ def _tuning_units(geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
     if candidate is None:
         return Choice(None, rejected=rejected, measured=measured), None
     return Choice(candidate.index, threads, candidate.impl, "first correct candidate",
-                  rejected, measured), plan
+                  rejected, measured, found_at=_found_at(candidate)), plan
 
 
 def _to_the_end(units: Units) -> Tuple[Choice, Any]:
@@ -541,8 +551,16 @@ class _Tuner:
             pass
 
 
-def _rebuild(choice: Choice, candidates: Callable[[], Iterable[Any]]) -> Any:
+def _rebuild(choice: Choice, candidates: Callable[..., Iterable[Any]]) -> Any:
+    """The chosen candidate's plan, built again; None when the candidate is not
+    where the choice says.  Enumerating its variant only is cheaper (a new
+    process with a filled cache: each oneDNN descriptor before it costs up to
+    a millisecond); the full enumeration is the fallback."""
     with _ops.using_threads(choice.threads):
+        if choice.found_at is not None:
+            for candidate in candidates(choice.found_at[0]):
+                if candidate.impl == choice.impl and _found_at(candidate) == choice.found_at:
+                    return candidate.build()
         for candidate in candidates():
             if candidate.index == choice.index:
                 if candidate.impl != choice.impl:
@@ -585,6 +603,18 @@ def _kept_measurement(value: Any) -> bool:
             and _kept_text(value[3]))
 
 
+def _kept_found_at(variant: Any, layouts: Any) -> Optional[Tuple[Tuple[Any, ...], str]]:
+    """An entry's variant and layouts, if well formed (else None: entries of
+    earlier versions have none, and the candidate is found by its index).  Only the shape is checked
+    here: a variant that is not one of the pass's is simply not enumerated."""
+    if not (isinstance(variant, list) and len(variant) == 5 and _kept_text(variant[0])
+            and _kept_text(variant[1]) and type(variant[2]) is bool
+            and type(variant[3]) is bool and _kept_text(variant[4])
+            and _kept_text(layouts)):
+        return None
+    return tuple(variant), layouts
+
+
 def _kept_choice(entry: Dict[str, Any], geom: DeconvGeometry) -> Optional[Choice]:
     """The choice an entry of the plan cache holds, or None unless every field is
     what the planner writes: a candidate position, a thread count the tuner
@@ -594,6 +624,10 @@ def _kept_choice(entry: Dict[str, Any], geom: DeconvGeometry) -> Optional[Choice
     index, threads, impl = entry.get("index"), entry.get("threads"), entry.get("impl")
     tuned = entry.get("tuned")
     measured = entry.get("measured", [])
+    # Only a tuned choice is found by its variant: a first choice's index is
+    # what its tuner takes as checked already, so it must be where it says.
+    found_at = _kept_found_at(entry.get("variant"), entry.get("layouts")) if tuned is True \
+        else None
     if not (type(index) is int and index >= 0
             and _kept_count(threads, 1, _ops.MAX_THREADS) and threads in _thread_options(geom)
             and _kept_text(impl) and type(tuned) is bool
@@ -602,10 +636,11 @@ def _kept_choice(entry: Dict[str, Any], geom: DeconvGeometry) -> Optional[Choice
         return None
     how = "kept from an earlier tuning on this machine" if tuned else \
         "first correct candidate, kept from an earlier run on this machine"
-    return Choice(index, threads, impl, how, measured=[Measured(*m) for m in measured])
+    return Choice(index, threads, impl, how, measured=[Measured(*m) for m in measured],
+                  found_at=found_at)
 
 
-def _from_disk(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
+def _from_disk(key: tuple, geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
                check: Callable[[Any], Optional[str]]) -> Tuple[Optional[Choice], Any, bool]:
     """The choice kept on disk, its plan, and whether it was tuned, after
     checking the entry; (None, None, False) when there is none or it does not
@@ -638,7 +673,9 @@ def _keep(key: tuple, geom: DeconvGeometry, choice: Choice, tuned: bool) -> None
         "index": choice.index, "threads": choice.threads, "impl": choice.impl,
         "tuned": tuned,
         "measured": [[m.candidate, m.threads, m.seconds, m.verdict]
-                     for m in choice.measured]},
+                     for m in choice.measured],
+        **({} if choice.found_at is None else
+           {"variant": list(choice.found_at[0]), "layouts": choice.found_at[1]})},
         defer=not tuned)  # first choices: one write for all, at the next or at exit
 
 
@@ -650,7 +687,7 @@ _pending_lock = threading.Lock()
 settlements = 0
 
 
-def _start_tuning(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
+def _start_tuning(key: tuple, geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
                   check: Callable[[Any], Optional[str]], cost: Callable[[Any], float],
                   costs: "_Costs", first: Choice) -> _Tuner:
     """A tuner for ``key``'s later calls; its result replaces ``first``."""
@@ -678,7 +715,7 @@ def _start_tuning(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Ite
     return tuner
 
 
-def _first_choice(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
+def _first_choice(key: tuple, geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
                   check: Callable[[Any], Optional[str]]) -> Tuple[Choice, Any]:
     """The first correct candidate on the caller's threads and its plan (kept
     on disk with tuning on: a later process skips the check)."""
@@ -687,13 +724,14 @@ def _first_choice(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Ite
     candidate, plan, rejected = _first_correct(geom, candidates, check, threads,
                                                suspect=suspect)
     choice = Choice(None if candidate is None else candidate.index, threads,
-                    "" if candidate is None else candidate.impl, rejected=rejected)
+                    "" if candidate is None else candidate.impl, rejected=rejected,
+                    found_at=None if candidate is None else _found_at(candidate))
     if tuning_on and plan is not None:
         _keep(key, geom, choice, False)
     return choice, plan
 
 
-def _tuned_now(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
+def _tuned_now(key: tuple, geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
                check: Callable[[Any], Optional[str]], costs: "_Costs",
                cost: Callable[[Any], float], agreed: Iterable[Tuple[int, int]] = ()
                ) -> Tuple[Choice, Any]:
@@ -704,7 +742,7 @@ def _tuned_now(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterab
     return choice, plan
 
 
-def _choose(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
+def _choose(key: tuple, geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
             make_check: Callable[[], kernel_check.Check], costs: "_Costs",
             cost: Callable[[Any], float]) -> Tuple[Choice, Any]:
     """A new key's plan: the kept choice, else the first correct candidate;
@@ -749,7 +787,7 @@ def _same(one: Choice, other: Choice) -> bool:
     return (one.index, one.threads, one.impl) == (other.index, other.threads, other.impl)
 
 
-def _plan(key: tuple, geom: DeconvGeometry, candidates: Callable[[], Iterable[Any]],
+def _plan(key: tuple, geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
           make_check: Callable[[], kernel_check.Check], costs: "_Costs",
           cost: Callable[[Any], float]) -> Union[Any, Unavailable]:
     plan = _ops.cache(key)
@@ -837,6 +875,11 @@ def finish_tuning() -> int:
     return len(tuners)
 
 
+def _only(variant: Optional[tuple]) -> Dict[str, Any]:
+    """The candidates functions' keyword for one variant (none for all)."""
+    return {} if variant is None else {"variant": variant}
+
+
 def forward_plan(geom: DeconvGeometry, dtype: str, training: bool, accumulate: bool,
                  act_type: Optional[str] = None) -> Union[Any, Unavailable]:
     """The forward plan (``accumulate``: req=add as a sum post-op; ``act_type``:
@@ -848,12 +891,15 @@ def forward_plan(geom: DeconvGeometry, dtype: str, training: bool, accumulate: b
            tuning_on)
     fuse = act_type is not None and kernel_check.can_check_fused(act_type, dtype)
     costs = _Costs()
-    if act_type is None:  # the arguments of earlier versions, for wrappers of these
-        candidates = lambda: _ops.forward_candidates(geom, dtype, training, accumulate)  # noqa: E731
+    # Without an activation, the arguments of earlier versions, for wrappers of these.
+    extra = () if act_type is None else (act_type, fuse)
+
+    def candidates(variant: Optional[tuple] = None) -> Iterable[Any]:
+        return _ops.forward_candidates(geom, dtype, training, accumulate, *extra,
+                                       **_only(variant))
+    if act_type is None:
         make_check = lambda: kernel_check.forward_check(geom, dtype, accumulate)  # noqa: E731
     else:
-        candidates = lambda: _ops.forward_candidates(  # noqa: E731
-            geom, dtype, training, accumulate, act_type, fuse)
         make_check = lambda: kernel_check.forward_check(  # noqa: E731
             geom, dtype, accumulate, act_type)
     return _plan(key, geom, candidates, make_check, costs,
@@ -874,13 +920,15 @@ def backward_plans(geom: DeconvGeometry, dtype: str) -> Union[BackwardPlans, Una
     threads = _ops.get_num_threads()
     weights_costs, data_costs = _Costs(), _Costs()  # each tuner steps its own
     weights = _plan(("backward_weights", geom, dtype, threads, tuning_on), geom,
-                    lambda: _ops.backward_weights_candidates(geom, dtype),
+                    lambda variant=None: _ops.backward_weights_candidates(
+                        geom, dtype, **_only(variant)),
                     lambda: kernel_check.backward_weights_check(geom, dtype), weights_costs,
                     lambda plan: _backward_weights_cost(weights_costs, plan))
     if isinstance(weights, Unavailable):
         return weights
     data = _plan(("backward_data", geom, dtype, threads, tuning_on), geom,
-                 lambda: _ops.backward_data_candidates(geom, dtype),
+                 lambda variant=None: _ops.backward_data_candidates(
+                     geom, dtype, **_only(variant)),
                  lambda: kernel_check.backward_data_check(geom, dtype), data_costs,
                  lambda plan: _backward_data_cost(data_costs, plan, weights.diff_dst))
     if isinstance(data, Unavailable):

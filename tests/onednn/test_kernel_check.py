@@ -45,8 +45,8 @@ def planner(request, monkeypatch):
 def _plant(monkeypatch, how_many=1, all_wrong=False):
     real = _ops.forward_candidates
 
-    def candidates(*args):
-        found = list(real(*args))
+    def candidates(*args, **kwargs):
+        found = list(real(*args, **kwargs))
         planted = [WrongCandidate(found[0]) for _ in range(how_many)]
         return iter(planted if all_wrong else planted + found)
     monkeypatch.setattr(_ops, "forward_candidates", candidates)

@@ -179,6 +179,8 @@ CORRUPT = """
     (key, entry), = good["entries"].items()
     for field, value in [["index", entry["index"]]] + json.load(open(sys.argv[1])):
         bad = dict(entry, **{field: value})
+        if field == "index":   # else found by its variant and layouts, whatever its index
+            bad.pop("variant")
         with open(path, "w") as stream:   # Infinity and NaN as Python writes them
             json.dump({"format": 2, "entries": {key: bad}}, stream)
         plans.clear_choices()
@@ -228,6 +230,58 @@ def test_a_junk_field_in_an_entry_is_tuned_again(tmp_path, field):
         assert result["rewritten"], result
         assert result["seconds"] < 30, result   # generous: a tiny layer tunes in ms
     assert _warnings(run) == 0   # a refused entry is tuned again, silently
+
+
+#: Where an entry says its candidate is found (its variant and layouts): a
+#: shortcut, not a verdict.  Junk there, or a place holding another kernel,
+#: leaves the entry's choice found by its index.
+BAD_LOCATORS = {
+    "variant": [None, "nchw", [], [1, 2, 3, 4, 5], ["x" * 100000, "any", True, False, ""],
+                ["no_such_family", "any", True, False, ""], ["any", "any", 1, 0, ""],
+                ["any", "plain", False, False, "conv:bwd_data+"] * 2,
+                ["channels_last", "plain", False, False, "conv:bwd_data+"]],
+    "layouts": [-1, None, ["a"], "x" * 100000, "(('nchw', (1, 4, 5, 5), 'f32', 400),)"],
+}
+
+
+@pytest.mark.parametrize("field", sorted(BAD_LOCATORS))
+def test_a_junk_locator_in_an_entry_falls_back_to_the_index(tmp_path, field):
+    cases = [[field, value] for value in BAD_LOCATORS[field]]
+    (tmp_path / "cases.json").write_text(json.dumps(cases))
+    (tmp_path / "cache").mkdir()
+    run = _ok(_run(CORRUPT, tmp_path / "cache", args=[str(tmp_path / "cases.json")],
+                   OMP_NUM_THREADS="2", MXDECONV_TUNE="eager"))
+    for result in (json.loads(line) for line in run.stdout.splitlines()):
+        assert result["sum"] == 2700.0, result
+        assert result["how"] == "kept from an earlier tuning on this machine", result
+    assert _warnings(run) == 0
+
+
+def test_a_kept_choice_is_built_from_its_variant_alone(tmp_path):
+    """A new process with a filled cache enumerates only the kept candidate's
+    variant (each oneDNN descriptor before it costs up to a millisecond)."""
+    script = """
+        import json
+        import mxdeconv
+        from mxdeconv import nd
+        from mxdeconv.onednn._loader import ops
+        real, calls = ops.forward_candidates, []
+        def spy(*args, **kwargs):
+            calls.append(kwargs.get("variant"))
+            return real(*args, **kwargs)
+        ops.forward_candidates = spy
+        params = dict(kernel=(3, 3), num_filter=3)
+        x, w = nd.ones((1, 4, 5, 5)), nd.ones((4, 3, 3, 3))
+        total = float(nd.Deconvolution(x, w, **params).asnumpy().sum())
+        print(json.dumps({"sum": total, "calls": calls}))
+    """
+    first = _ok(_run(script, tmp_path, MXDECONV_TUNE="eager"))
+    assert json.loads(first.stdout.splitlines()[-1])["calls"][0] is None  # chose: all of them
+    entry, = json.loads((tmp_path / CACHE).read_text())["entries"].values()
+    assert isinstance(entry["variant"], list) and isinstance(entry["layouts"], str)
+    again = json.loads(_ok(_run(script, tmp_path, MXDECONV_TUNE="eager")).stdout.splitlines()[-1])
+    assert again["sum"] == 2700.0
+    assert again["calls"] == [entry["variant"]], again
 
 
 # -- files that are not files ---------------------------------------------------------

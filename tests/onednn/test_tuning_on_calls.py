@@ -132,8 +132,8 @@ def test_a_wrong_candidate_that_times_fastest_is_checked_before_any_use(monkeypa
     second, times fastest, and is checked (and refused) before it runs a call."""
     real = _ops.forward_candidates
 
-    def candidates(*args):
-        found = list(real(*args))
+    def candidates(*args, **kwargs):
+        found = list(real(*args, **kwargs))
         return iter(found[:1] + [WrongCandidate(found[0])] + found[1:])
     monkeypatch.setattr(_ops, "forward_candidates", candidates)
     real_run = plans._Costs.run

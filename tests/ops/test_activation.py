@@ -479,8 +479,8 @@ def fresh_choices(monkeypatch):
 def test_a_wrong_fused_plan_is_replaced_with_one_warning(monkeypatch, fresh_choices, tuning):
     real = _ops.forward_candidates
 
-    def candidates(*args):
-        found = list(real(*args))
+    def candidates(*args, **kwargs):
+        found = list(real(*args, **kwargs))
         separate = next(c for c in found if not c.act_fused and "gemm" in c.impl)
         return iter([PlantedCandidate(separate, args[4])] + found)
     monkeypatch.setattr(_ops, "forward_candidates", candidates)
