@@ -9,8 +9,8 @@ Reading (``NDArray.__getitem__``):
   *exposed* from then on: they keep their buffers for good (see
   :doc:`layouts`);
 * ``x[:]`` and ``x[()]`` return ``x`` itself;
-* integers only (``x[0]`` on 1-D, ``x[1, 2]``) give shape ``(1,)``: MXNet's
-  NDArray has no 0-d results;
+* integers only (``x[0]`` on 1-D, ``x[1, 2]``) give a view of shape ``(1,)``:
+  MXNet's NDArray has no 0-d results;
 * advanced indexing (lists, integer NumPy arrays, NDArrays, mixed with
   slices) returns a copy, with NumPy's rules.  NDArray indices may hold floats
   (``nd.array([0, 2])`` is float32) as long as they are whole numbers.
@@ -171,9 +171,9 @@ def getitem(arr: NDArray, key: Any) -> NDArray:
     if view.flags.c_contiguous:
         # One block of memory: a view, as MXNet's; both arrays are exposed so
         # that neither swaps its buffer for a blocked one under the other.
-        view = arr._expose()[np_key]
-        if view.ndim == 0:
-            view = view.reshape(1)
+        # Integers only (no axis left): a trailing None keeps a (1,) view,
+        # where NumPy would give a scalar.
+        view = arr._expose()[np_key + (None,) if view.ndim == 0 else np_key]
         out = NDArray(view)
         out._exposed = True
     else:
