@@ -119,9 +119,10 @@ _register("sigmoid", lambda i, g, v: activations.gradient(
 # argmin too (MXNet gives them zero gradients rather than none).
 for _op in ("equal", "not_equal", "lesser", "lesser_equal", "greater", "greater_equal",
             "sign", "floor", "ceil", "rint", "round", "trunc", "floor_divide", "isnan",
-            "isinf", "isfinite", "logical_and", "logical_or", "logical_xor", "logical_not",
-            "argmax", "argmin"):
+            "isinf", "isfinite", "logical_and", "logical_or", "logical_xor", "logical_not"):
     _register(_op, lambda i, g, v: np.zeros_like(g))
+for _op in ("argmax", "argmin"):
+    _register(_op, lambda i, g, v: np.zeros(v[i].shape, g.dtype), reduce=False)
 
 
 def _where_mask(condition: np.ndarray, ndim: int) -> np.ndarray:

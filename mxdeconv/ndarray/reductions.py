@@ -106,8 +106,9 @@ def _arg_extreme(function: str, which: Callable[..., np.ndarray]) -> Reduction:
             shape = None
         if (values.size if position is None else values.shape[position]) == 0:
             raise MXNetError(f"{function}: cannot reduce an empty axis of shape {values.shape}")
-        index = which(values, axis=position, keepdims=keep and position is not None)
-        result = wrap(np.reshape(index, shape) if shape else index, arr.dtype)
+        index = np.asarray(which(values, axis=position, keepdims=keep and position is not None))
+        # MXNet has no 0-d results: a 1-D array's index has shape (1,).
+        result = wrap(np.reshape(index, shape or index.shape or (1,)), arr.dtype)
         return into(function, tape.record_op(function, result, (arr,), None), out, (arr,))
     arg_extreme.__name__ = arg_extreme.__qualname__ = function
     arg_extreme.__doc__ = (
@@ -169,7 +170,7 @@ def pick(data: NDArray, index: NDArray, axis: Optional[int] = -1, keepdims: bool
         whole = np.trunc(indices._plain().astype(np.float64)).astype(np.int64).reshape(kept)
     whole = np.clip(whole, 0, extent - 1) if mode == "clip" else np.mod(whole, extent)
     values = np.take_along_axis(arr._plain(), whole, axis=position)
-    result = wrap(values if keep else values.reshape(dropped))
+    result = wrap(values if keep else values.reshape(dropped or (1,)))  # (1,), never 0-d
     recorded = tape.record_op("pick", result, (arr, indices), (position, whole))
     return into("pick", recorded, out, (arr, indices))
 

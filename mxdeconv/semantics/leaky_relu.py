@@ -1,12 +1,12 @@
 """MXNet 1.9.1's ``LeakyReLU`` activations (its ``act_type``) in NumPy.
 
 The forward formulas and the derivatives are MXNet's own (``leaky_relu-inl.h``
-and ``mshadow_op.h``); like MXNet's, some derivatives are read from the output y:
+and ``mshadow_op.h``), some read from the output y as MXNet reads them:
 
 ============  ======================================  ====================================
 act_type      forward ``y = f(x)``                    derivative, from
 ============  ======================================  ====================================
-``leaky``     ``x`` if ``x > 0`` else ``slope * x``   1 if ``y > 0`` else ``slope``, y
+``leaky``     ``x`` if ``x > 0`` else ``slope * x``   1 if ``x > 0`` else ``slope``, x
 ``prelu``     ``x`` if ``x > 0`` else ``gamma * x``   1 if ``x > 0`` else ``gamma``, x;
                                                       ``gamma``'s: ``min(x, 0)``
 ``elu``       ``x`` if ``x > 0`` else                 1 if ``y > 0`` else ``y + slope``, y
@@ -17,7 +17,10 @@ act_type      forward ``y = f(x)``                    derivative, from
               √2)) / 2``                              density), x
 ============  ======================================  ====================================
 
-with SELU's ``α = 1.6732632...`` and ``λ = 1.0507009...``.  ``rrelu``'s random
+with SELU's ``α = 1.6732632...`` and ``λ = 1.0507009...``.  One exception:
+MXNet 1.9.1 computes selu's derivative below 0 as ``λ (y + α)``, which is not
+the derivative of its forward (``λ α exp(x) = y + λ α``); this module gives
+the true one.  ``rrelu``'s random
 slopes belong to training; in inference it is ``leaky`` with the slope
 ``(lower_bound + upper_bound) / 2`` (see :func:`mxdeconv.nd.LeakyReLU`).  This
 module knows arrays of numbers only, in the dtype they come in (the operator
@@ -87,9 +90,7 @@ def derivative(x: np.ndarray, y: np.ndarray, act_type: str, slope: Slope) -> np.
     """``f'`` for input ``x`` and output ``y = forward(x, ...)``, as MXNet
     computes it (from y where the table says so)."""
     with np.errstate(over="ignore", invalid="ignore"):
-        if act_type in ("leaky", "rrelu"):
-            return np.where(y > 0, 1, slope).astype(x.dtype)
-        if act_type == "prelu":
+        if act_type in ("leaky", "rrelu", "prelu"):
             return np.where(x > 0, 1, slope).astype(x.dtype)
         if act_type == "elu":
             return np.where(y > 0, 1, y + slope).astype(x.dtype)
