@@ -10,7 +10,7 @@ MXNet's: ``y * (g - sum(g * y)) / t`` and ``(g - exp(y) * sum(g)) / t``.
 >>> from mxdeconv import nd
 >>> x = nd.array([[1, 2, 3], [1, 1, 1]])
 >>> nd.softmax(x).asnumpy()
-array([[0.09003057, 0.24472848, 0.66524094],
+array([[0.09003057, 0.24472846, 0.66524094],
        [0.33333334, 0.33333334, 0.33333334]], dtype=float32)
 >>> nd.log_softmax(nd.array([1000, 0])).asnumpy()
 array([    0., -1000.], dtype=float32)

@@ -113,8 +113,10 @@ def LeakyReLU(data: Any, gamma: Optional[NDArray] = None, act_type: str = "leaky
 
     >>> from mxdeconv import nd
     >>> x = nd.array([-2.0, 0.0, 1.0])
-    >>> nd.LeakyReLU(x).asnumpy(), nd.LeakyReLU(x, act_type="elu", slope=1.0).asnumpy()
-    (array([-0.5,  0. ,  1. ], dtype=float32), array([-0.86466473,  0.        ,  1.        ], dtype=float32))
+    >>> nd.LeakyReLU(x).asnumpy()
+    array([-0.5,  0. ,  1. ], dtype=float32)
+    >>> nd.LeakyReLU(x, act_type="elu", slope=1.0).asnumpy()
+    array([-0.86466473,  0.        ,  1.        ], dtype=float32)
     >>> nd.LeakyReLU(nd.array([[-1.0, -1.0]]), nd.array([0.1, 0.5]), act_type="prelu").asnumpy()
     array([[-0.1, -0.5]], dtype=float32)
     """
