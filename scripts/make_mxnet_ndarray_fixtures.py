@@ -407,11 +407,18 @@ def encode(value, array_type):
     return {"python": json.loads(json.dumps(value))}  # tuples become lists
 
 
-def record(nd, array_type, autograd, cpu, mxr):
-    """Every case's outcome as JSON-ready records."""
+def record(nd, array_type, autograd, cpu, mxr, case_list=None, gradient_list=None,
+           make_arrays=None):
+    """Every case's outcome as JSON-ready records (``case_list``,
+    ``gradient_list`` and ``make_arrays``: another script's, by default this
+    one's ``CASES``, ``GRADIENTS`` and ``fresh``)."""
+    case_list = CASES if case_list is None else case_list
+    gradient_list = GRADIENTS if gradient_list is None else gradient_list
+    make_arrays = fresh if make_arrays is None else make_arrays
     cases = []
-    for label, code in CASES:
-        namespace = dict(fresh(nd, np), nd=nd, np=np, autograd=autograd, cpu=cpu, mxr=mxr)
+    for label, code in case_list:
+        namespace = dict(make_arrays(nd, np), nd=nd, np=np, autograd=autograd, cpu=cpu,
+                         mxr=mxr)
         try:
             outcome = encode(run(code, namespace), array_type)
         except Exception as error:  # noqa: BLE001 - the outcome being recorded
@@ -421,7 +428,7 @@ def record(nd, array_type, autograd, cpu, mxr):
                        "message": (checks[-1] if checks else lines[0] if lines else "")[:300]}
         cases.append(dict(label=label, code=code, **outcome))
     gradients = []
-    for label, function, inputs in GRADIENTS:
+    for label, function, inputs in gradient_list:
         arrays = [nd.array(values) for values in inputs]
         for arr in arrays:
             arr.attach_grad()

@@ -1,12 +1,16 @@
-"""Integer arguments, checked one way everywhere: Python's and NumPy's
-integers are ints, a bool is not (``True`` is an int to Python, never a
-count, an axis or an extent to MXNet)."""
+"""Integer, flag and number arguments, checked one way everywhere: Python's
+and NumPy's integers are ints, a bool is not (``True`` is an int to Python,
+never a count, an axis or an extent to MXNet); a flag is a bool or the
+integer 0 or 1 (MXNet parses ``keepdims=1``); a number is a real number that
+is not a bool."""
 from __future__ import annotations
 
 import numbers
 from typing import Any, Tuple
 
-__all__ = ["int_arg", "ints_arg", "is_int"]
+import numpy as np
+
+__all__ = ["bool_arg", "int_arg", "ints_arg", "is_int", "real_arg"]
 
 
 def is_int(value: Any) -> bool:
@@ -31,3 +35,22 @@ def ints_arg(name: str, value: Any) -> Tuple[int, ...]:
     if not all(is_int(entry) for entry in entries):
         raise TypeError(f"{name} entries must be ints, got {value!r}")
     return tuple(int(entry) for entry in entries)
+
+
+def bool_arg(name: str, value: Any) -> bool:
+    """``value`` (a bool, NumPy's bool, or the integer 0 or 1) as a bool, or
+    TypeError naming ``name``, the value and its type."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, numbers.Integral) and value in (0, 1):
+        return bool(value)
+    raise TypeError(f"{name} must be a bool, got {value!r} of type {type(value).__name__}")
+
+
+def real_arg(name: str, value: Any) -> float:
+    """``value`` (a Python or NumPy real number, not a bool) as a float, or
+    TypeError naming ``name``, the value and its type."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number, got {value!r} of type "
+                        f"{type(value).__name__}")
+    return float(value)

@@ -272,6 +272,35 @@ def record_op(op: str, output: Any, inputs: Sequence[Any], attrs: Any = None) ->
     return output
 
 
+def transfer_output(source: Any, target: Any) -> Any:
+    """Make ``target`` the recorded result of the operator call that produced
+    ``source``, whose values were just written into ``target`` (MXNet's
+    ``out=``: the array written is the graph's result); returns ``target``.
+    Nothing changes when ``source`` was not recorded.
+
+    >>> from mxdeconv import autograd, nd
+    >>> from mxdeconv.autograd import tape
+    >>> x = nd.ones((2,))
+    >>> x.attach_grad()
+    >>> out = nd.zeros((2,))
+    >>> with autograd.record():
+    ...     y = x * 3
+    ...     out[:] = y.detach()   # the values, as out= writes them
+    ...     z = tape.transfer_output(y, out)
+    >>> z is out, y._node is None
+    (True, True)
+    >>> out.backward()
+    >>> x.grad.asnumpy()
+    array([3., 3.], dtype=float32)
+    """
+    node = source._node
+    if node is not None and source is not target:
+        target._node = node
+        node.output = weakref.ref(target)
+        source._node = None
+    return target
+
+
 _ASSIGNING_IN_GRAPH = (
     "Assigning to NDArrays that are already in a computational graph will cause "
     "undefined behavior when evaluating gradients. Please call backward first to clear "

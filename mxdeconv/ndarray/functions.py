@@ -1,5 +1,6 @@
 """MXNet's module-level NDArray functions: ``nd.concat``, ``nd.stack``,
-``nd.zeros_like``, ``nd.ones_like``, ``nd.full``, ``nd.arange``, ``nd.waitall``.
+``nd.zeros_like``, ``nd.ones_like``, ``nd.full``, ``nd.arange``, ``nd.cast``,
+``nd.waitall``.
 
 They take MXNet's arguments (``concat``'s ``dim=1`` default, ``arange``'s
 ``repeat``, ``ctx=``) and call the NumPy function, which NumPy hands to
@@ -23,8 +24,10 @@ from mxdeconv._core.errors import MXNetError
 from mxdeconv._core.context import context_arg
 from .ndarray import NDArray, _check_dtype, _shape_arg, empty
 from .numpy_protocols import _sequence, check_writable, is_number, scalar
+from .results import check_name, into
 
-__all__ = ["arange", "concat", "full", "ones_like", "stack", "waitall", "zeros_like"]
+__all__ = ["Cast", "arange", "cast", "concat", "full", "ones_like", "stack", "waitall",
+           "zeros_like"]
 
 
 def _count(name: str, data: tuple, num_args: Any) -> None:
@@ -85,6 +88,24 @@ def ones_like(data: NDArray) -> NDArray:
     array([1., 1.], dtype=float16)
     """
     return np.ones_like(_ndarray("ones_like", data))
+
+
+def cast(data: NDArray, dtype: Any, out: Optional[NDArray] = None,
+         name: Optional[str] = None) -> NDArray:
+    """A copy of ``data`` in ``dtype`` (MXNet's ``nd.cast``, ``x.astype(dtype)``):
+    floats truncate toward zero into integers; recorded, the gradient is cast back.
+
+    >>> from mxdeconv import nd
+    >>> nd.cast(nd.array([1.7, -1.7]), dtype="int32").asnumpy()
+    array([ 1, -1], dtype=int32)
+    """
+    arr = _ndarray("cast", data)
+    check_name("cast", name)
+    return into("cast", arr.astype(dtype), out, (arr,))
+
+
+#: MXNet's other name for :func:`cast`.
+Cast = cast
 
 
 def full(shape: Any, val: Any, ctx: Any = None, dtype: Any = np.float32,

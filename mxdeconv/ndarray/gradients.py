@@ -24,6 +24,7 @@ from typing import Any, Callable, Optional, Sequence, Tuple
 import numpy as np
 
 from mxdeconv.autograd import tape
+from mxdeconv.semantics import activations
 
 from .ndarray import NDArray, write_values
 
@@ -105,11 +106,34 @@ _register("log", lambda i, g, v: g / v[0])
 _register("sqrt", lambda i, g, v: g / (2 * np.sqrt(v[0])))
 _register("square", lambda i, g, v: 2 * v[0] * g)
 _register("tanh", lambda i, g, v: g * (1 - np.tanh(v[0]) ** 2))
-# Piecewise constant: zero gradients (MXNet's MakeZeroGradNodes).
+_register("expm1", lambda i, g, v: g * np.exp(v[0]))
+_register("log1p", lambda i, g, v: g / (1 + v[0]))
+_register("log2", lambda i, g, v: g / (v[0] * np.log(2)))
+_register("log10", lambda i, g, v: g / (v[0] * np.log(10)))
+_register("reciprocal", lambda i, g, v: -g / (v[0] * v[0]))
+_register("rsqrt", lambda i, g, v: -0.5 * g / (v[0] * np.sqrt(v[0])))
+# MXNet's sigmoid gradient, y * (1 - y), from the output (recomputed exactly).
+_register("sigmoid", lambda i, g, v: activations.gradient(
+    g, activations.forward(v[0], "sigmoid"), "sigmoid"))
+# Piecewise constant: zero gradients (MXNet's MakeZeroGradNodes); argmax and
+# argmin too (MXNet gives them zero gradients rather than none).
 for _op in ("equal", "not_equal", "lesser", "lesser_equal", "greater", "greater_equal",
-            "sign", "floor", "ceil", "rint", "trunc", "floor_divide", "isnan", "isinf",
-            "isfinite", "logical_and", "logical_or", "logical_xor", "logical_not"):
+            "sign", "floor", "ceil", "rint", "round", "trunc", "floor_divide", "isnan",
+            "isinf", "isfinite", "logical_and", "logical_or", "logical_xor", "logical_not"):
     _register(_op, lambda i, g, v: np.zeros_like(g))
+for _op in ("argmax", "argmin"):
+    _register(_op, lambda i, g, v: np.zeros(v[i].shape, g.dtype), reduce=False)
+
+
+def _where_mask(condition: np.ndarray, ndim: int) -> np.ndarray:
+    """``condition != 0``, a 1-D condition (one per row) shaped to broadcast."""
+    mask = condition != 0
+    return mask.reshape(mask.shape + (1,) * (ndim - mask.ndim)) if mask.ndim == 1 else mask
+
+
+# where(condition, x, y): the condition gets a zero gradient, as in MXNet.
+_register("where", lambda i, g, v: np.zeros(v[0].shape, g.dtype) if i == 0
+          else g * (_where_mask(v[0], g.ndim) == (i == 1)), reduce=False)
 
 
 # -- reductions: attrs = (axes or None, keepdims, input shape) --------------------------
@@ -191,10 +215,36 @@ def _single(local: Callable[[np.ndarray, Any, NDArray], np.ndarray]) -> Backward
     return backward
 
 
+def _clip_grad(g: np.ndarray, bounds: Tuple[np.ndarray, np.ndarray], arr: NDArray) -> np.ndarray:
+    low, high = bounds
+    x = arr._plain()
+    return g * ~((x > high) | (x < low))  # MXNet's: the bounds themselves pass
+
+
+def _smooth_l1_grad(g: np.ndarray, sigma2: float, arr: NDArray) -> np.ndarray:
+    x = arr._plain()
+    with np.errstate(all="ignore"):
+        inverse = 1 / np.float64(sigma2)
+        return g * np.where(np.abs(x) <= inverse, sigma2 * x, np.sign(x))
+
+
+tape.register_backward("clip")(_single(_clip_grad))
+tape.register_backward("smooth_l1")(_single(_smooth_l1_grad))
 tape.register_backward("reshape")(_single(lambda g, in_shape, arr: g.reshape(in_shape)))
 tape.register_backward("transpose")(_single(lambda g, perm, arr:
                                             np.transpose(g, np.argsort(perm))))
 tape.register_backward("copy")(_single(lambda g, attrs, arr: g))
+
+
+@tape.register_backward("broadcast_to")
+@tape.register_backward("broadcast_like")
+def _broadcast_backward(out_grad, inputs, attrs, reqs, targets):
+    """The first input's gradient summed back to its shape; broadcast_like's
+    ``rhs`` (only its shape was read) gets zeros, as in MXNet."""
+    grad = out_grad._plain()
+    return tuple(None if req == "null" else deliver(
+        reduce_to(grad, arr.shape) if i == 0 else np.zeros(arr.shape, grad.dtype), req, target,
+        arr.dtype) for i, (arr, req, target) in enumerate(zip(inputs, reqs, targets)))
 
 
 @tape.register_backward("concat")

@@ -36,6 +36,7 @@ import numpy as np
 
 from . import gradients  # noqa: F401  (registers the backward of every operator here)
 from mxdeconv.autograd import tape
+from mxdeconv._core.args import bool_arg
 from mxdeconv._core.errors import MXNetError
 from mxdeconv._core.buffers import aligned_empty
 from mxdeconv._core.context import Context, context_arg
@@ -358,9 +359,8 @@ def _axes(name: str, axis: Any, ndim: int) -> Optional[Tuple[int, ...]]:
 
 
 def _keepdims(name: str, keepdims: Any) -> bool:
-    if not isinstance(keepdims, (bool, np.bool_)) and keepdims is not np._NoValue:
-        raise TypeError(f"{name}: keepdims must be a bool, got {keepdims!r}")
-    return keepdims is True or keepdims is np.True_
+    """A bool, or 0 or 1 as MXNet takes it (``keepdims=1``)."""
+    return False if keepdims is np._NoValue else bool_arg(f"{name}: keepdims", keepdims)
 
 
 def _reduced(name: str, op: str, arr: NDArray, result: np.ndarray, axes: Any,

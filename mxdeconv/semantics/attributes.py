@@ -14,8 +14,7 @@ import numbers
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence, Tuple
 
-import numpy as np
-
+from mxdeconv._core.args import bool_arg
 from mxdeconv._core.errors import MXNetError
 
 Shape = Tuple[int, ...]
@@ -193,11 +192,7 @@ def _as_int(name: str, value: Any) -> int:
 
 def _as_bool(name: str, value: Any) -> bool:
     """True/False, NumPy's bools, or the integers 0 and 1 (MXNet parses "0"/"1")."""
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, numbers.Integral) and value in (0, 1):
-        return bool(value)
-    raise TypeError(f"{name} must be a bool, got {value!r} of type {type(value).__name__}")
+    return bool_arg(name, value)
 
 
 def _as_shape(name: str, value: Any) -> Shape:

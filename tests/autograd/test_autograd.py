@@ -460,8 +460,9 @@ def test_elementwise_values_and_errors():
         nd.add(a, nd.ones((1, 2), dtype="float64"))
     with pytest.raises(MXNetError, match="broadcast"):
         nd.multiply(a, nd.ones((3,)))
+    assert nd.add(1, 2) == 3  # two numbers: a Python number, as MXNet's nd.add
     with pytest.raises(TypeError):
-        nd.add(1, 2)
+        nd.add("a", a)
 
 
 def test_elementwise_reads_blocked_inputs(rng):

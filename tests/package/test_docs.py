@@ -23,7 +23,11 @@ MODULES = ["mxdeconv", "mxdeconv.nd", "mxdeconv.ndarray.ndarray", "mxdeconv.auto
            "mxdeconv.semantics.activations", "mxdeconv.ops.activation",
            # NDArray basics
            "mxdeconv.ndarray.methods", "mxdeconv.ndarray.numpy_protocols", "mxdeconv.ndarray.gradients",
-           "mxdeconv.ndarray.indexing", "mxdeconv.ndarray.functions", "mxdeconv.ndarray.random", "mxdeconv.semantics.shapes"]
+           "mxdeconv.ndarray.indexing", "mxdeconv.ndarray.functions", "mxdeconv.ndarray.random", "mxdeconv.semantics.shapes",
+           # the nd function forms
+           "mxdeconv.ndarray.results", "mxdeconv.ndarray.unary", "mxdeconv.ndarray.reductions",
+           "mxdeconv.ndarray.shaping", "mxdeconv.ndarray.linalg", "mxdeconv.ndarray.softmax",
+           "mxdeconv.semantics.leaky_relu"]
 
 
 def _public_objects():
