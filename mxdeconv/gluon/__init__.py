@@ -38,10 +38,12 @@ from .initializers import Constant, Initializer, Normal, One, Uniform, Xavier, Z
 from .parameter import Parameter, ParameterDict
 from .block import HybridSequential, Sequential
 from .layers import Conv1DTranspose, Conv2DTranspose, Conv3DTranspose
+# Training: MXNet's gluon.loss.
+from . import loss
 
 __all__ = ["Constant", "Conv1DTranspose", "Conv2DTranspose", "Conv3DTranspose",
            "HybridSequential", "Initializer", "Normal", "One", "Parameter", "ParameterDict",
-           "Sequential", "Uniform", "Xavier", "Zero"]
+           "Sequential", "Uniform", "Xavier", "Zero", "loss"]
 
 # Still mxdeconv.gluon.X in reprs, error messages (tests/test_gluon_errors.py) and
 # pickles, as before the split into modules.  doctest then finds the class docstrings
