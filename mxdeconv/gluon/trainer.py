@@ -25,8 +25,8 @@ class Trainer:
             list of :class:`Parameter`.  They must be initialized (or have their
             initialisation deferred).
         optimizer: an optimizer name, any case (``"sgd"``, ``"nag"``, ``"adam"``,
-            ``"rmsprop"``, or one added with :func:`mxdeconv.optimizer.register`),
-            or an :class:`~mxdeconv.optimizer.Optimizer` (then without
+            ``"rmsprop"``, or one added with :func:`mxdeconv.gluon.optimizer.register`),
+            or an :class:`~mxdeconv.gluon.optimizer.Optimizer` (then without
             ``optimizer_params``).
         optimizer_params: the optimizer's arguments, e.g. ``{"learning_rate": 0.1,
             "momentum": 0.9, "wd": 1e-4, "clip_gradient": 1.0, "lr_scheduler": ...}``.

@@ -23,7 +23,10 @@ MODULES = ["mxdeconv", "mxdeconv.nd", "mxdeconv.ndarray.ndarray", "mxdeconv.auto
            "mxdeconv.semantics.activations", "mxdeconv.ops.activation",
            # NDArray basics
            "mxdeconv.ndarray.methods", "mxdeconv.ndarray.numpy_protocols", "mxdeconv.ndarray.gradients",
-           "mxdeconv.ndarray.indexing", "mxdeconv.ndarray.functions", "mxdeconv.ndarray.random", "mxdeconv.semantics.shapes"]
+           "mxdeconv.ndarray.indexing", "mxdeconv.ndarray.functions", "mxdeconv.ndarray.random", "mxdeconv.semantics.shapes",
+           # training
+           "mxdeconv.gluon.loss", "mxdeconv.gluon.optimizer", "mxdeconv.gluon.optimizer_rules",
+           "mxdeconv.gluon.lr_scheduler", "mxdeconv.autograd.tape"]
 
 
 def _public_objects():
