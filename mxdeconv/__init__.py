@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Dict, Optional
 
 from . import autograd, gluon, nd
+from .gluon import lr_scheduler, optimizer  # MXNet's mx.lr_scheduler and mx.optimizer
 from ._core import buffers
 from .onednn import planner
 from .ndarray import random
@@ -26,7 +27,8 @@ __version__ = "0.1.0"
 __all__ = ["Context", "Float16OverflowWarning", "KernelDefectWarning", "MXNetError",
            "NDArray", "autograd", "cache_info", "buffer_pool_info", "clear_cache", "cpu", "current_context", "empty_buffer_pool",
            "explain", "finish_tuning", "gluon", "gpu",
-           "get_num_threads", "is_training", "last_impl", "nd", "onednn_enabled",
+           "get_num_threads", "is_training", "last_impl", "lr_scheduler", "nd", "onednn_enabled",
+           "optimizer",
            "plan_cache_path", "predict_mode", "random", "reorder_counts", "reset_reorder_counts",
            "runtime_info", "set_buffer_pool_limit", "set_cache_capacity", "set_num_threads", "set_onednn_enabled",
            "set_training", "set_tuning", "train_mode", "tuning_enabled", "use_impl"]

@@ -406,6 +406,7 @@ def backward(heads: Sequence[Any], head_grads: Sequence[Any], retain_graph: bool
         grads[key] = grad if key not in grads else _sum(grads[key], grad)
 
     written = set()  # variables that received a gradient in this backward
+    variables = []   # the same, in order: marked fresh once the backward is done
     with _scope(False, train_mode):
         for node in reversed(order):
             out_grad = grads.pop(id(node), None)
@@ -419,7 +420,9 @@ def backward(heads: Sequence[Any], head_grads: Sequence[Any], retain_graph: bool
                     reqs.append("null" if parent.freed else "write"); targets.append(None)
                 elif arr._grad is not None and arr._grad_req != "null":  # a variable
                     seen = id(arr) in written
-                    written.add(id(arr))
+                    if not seen:
+                        written.add(id(arr))
+                        variables.append(arr)
                     reqs.append("add" if seen or arr._grad_req == "add" else "write")
                     targets.append(arr._grad)
                 else:
@@ -432,8 +435,53 @@ def backward(heads: Sequence[Any], head_grads: Sequence[Any], retain_graph: bool
                         continue
                     key = id(parent)
                     grads[key] = result if key not in grads else _sum(grads[key], result)
+    for arr in variables:
+        set_fresh_grad(arr, True)
     if not retain_graph:
         for node in order:
             node.free()
+
+
+# -- fresh gradients -------------------------------------------------------------------
+#: id(variable) -> weak reference to it, for the variables whose gradient a backward
+#: wrote since the last set_fresh_grad(arr, False): MXNet's ``_fresh_grad`` flag,
+#: which gluon.Trainer reads to refuse a stale gradient.  An entry goes away with
+#: its array (the weak reference's callback).
+_fresh: Dict[int, Any] = {}
+
+
+def fresh_grad(arr: Any) -> bool:
+    """Whether a backward wrote (or added to) ``arr``'s gradient since the last
+    ``set_fresh_grad(arr, False)`` (MXNet's ``NDArray._fresh_grad``).
+
+    >>> from mxdeconv import autograd, nd
+    >>> x = nd.ones((2,))
+    >>> x.attach_grad()
+    >>> autograd.tape.fresh_grad(x)
+    False
+    >>> with autograd.record():
+    ...     y = x * 2
+    >>> y.backward()
+    >>> autograd.tape.fresh_grad(x)
+    True
+    """
+    ref = _fresh.get(id(arr))
+    return ref is not None and ref() is arr
+
+
+def set_fresh_grad(arr: Any, fresh: bool) -> None:
+    """Mark ``arr``'s gradient fresh (as a backward does) or stale (as a Trainer's
+    update does)."""
+    key = id(arr)
+    if not fresh:
+        ref = _fresh.get(key)
+        if ref is not None and ref() is arr:
+            del _fresh[key]
+        return
+
+    def forget(ref: Any, key: int = key) -> None:
+        if _fresh.get(key) is ref:
+            del _fresh[key]
+    _fresh[key] = weakref.ref(arr, forget)
 
 

@@ -38,16 +38,21 @@ from .initializers import Constant, Initializer, Normal, One, Uniform, Xavier, Z
 from .parameter import Parameter, ParameterDict
 from .block import HybridSequential, Sequential
 from .layers import Conv1DTranspose, Conv2DTranspose, Conv3DTranspose
+# Training: MXNet's gluon.Trainer and gluon.loss, with mx.optimizer and
+# mx.lr_scheduler (also reachable as mxdeconv.optimizer and mxdeconv.lr_scheduler).
+from . import loss, lr_scheduler, optimizer
+from .trainer import Trainer
 
 __all__ = ["Constant", "Conv1DTranspose", "Conv2DTranspose", "Conv3DTranspose",
            "HybridSequential", "Initializer", "Normal", "One", "Parameter", "ParameterDict",
-           "Sequential", "Uniform", "Xavier", "Zero"]
+           "Sequential", "Trainer", "Uniform", "Xavier", "Zero", "loss", "lr_scheduler",
+           "optimizer"]
 
 # Still mxdeconv.gluon.X in reprs, error messages (tests/test_gluon_errors.py) and
 # pickles, as before the split into modules.  doctest then finds the class docstrings
 # here; examples in method docstrings need the defining module's __test__.
 for _cls in (Constant, Conv1DTranspose, Conv2DTranspose, Conv3DTranspose, HybridSequential,
-             Initializer, Normal, One, Parameter, ParameterDict, Sequential, Uniform, Xavier,
-             Zero):
+             Initializer, Normal, One, Parameter, ParameterDict, Sequential, Trainer, Uniform,
+             Xavier, Zero):
     _cls.__module__ = __name__
 del _cls

@@ -11,7 +11,7 @@ from mxdeconv._core.context import Context, current_context
 from mxdeconv.ndarray.ndarray import NDArray, array
 
 from ._args import (_bool_arg, _choice_arg, _context_arg, _contexts_arg, _dtype_arg,
-                    _tuple_arg, _type_error, _values_arg)
+                    _real_arg, _tuple_arg, _type_error, _values_arg)
 from .initializers import Initializer, Uniform, _create_initializer, _initializer_arg
 
 
@@ -22,7 +22,9 @@ class Parameter:
     A shape with a 0 is not known yet (``in_channels=0``): initialisation is
     deferred to the first forward, as in MXNet.  Every method checks its
     arguments before it changes anything: after an error the parameter holds
-    what it held before.
+    what it held before.  ``lr_mult`` and ``wd_mult`` scale the learning rate
+    and the weight decay a :class:`~mxdeconv.gluon.Trainer` applies to it (MXNet's
+    attributes of the same names, default 1).
 
     >>> from mxdeconv import gluon
     >>> p = gluon.Parameter("w", shape=(2, 3))
@@ -32,11 +34,14 @@ class Parameter:
     >>> p.set_data([[1, 2, 3], [4, 5, 6]])      # cast to the parameter's dtype
     >>> p.data().asnumpy().dtype
     dtype('float32')
+    >>> p.lr_mult, p.wd_mult
+    (1.0, 1.0)
     """
 
     def __init__(self, name: str, shape: Any = (), dtype: Any = "float32",
                  init: Any = None, grad_req: str = "write",
-                 allow_deferred_init: bool = True) -> None:
+                 allow_deferred_init: bool = True, lr_mult: float = 1.0,
+                 wd_mult: float = 1.0) -> None:
         if not isinstance(name, str):
             raise _type_error("name", "a string", name)
         self.name = name
@@ -45,6 +50,8 @@ class Parameter:
         self.init = _initializer_arg("init", init)
         self.allow_deferred_init = _bool_arg("allow_deferred_init", allow_deferred_init)
         self._grad_req = _choice_arg("grad_req", grad_req, GRAD_REQS)
+        self._lr_mult = _real_arg("lr_mult", lr_mult)
+        self._wd_mult = _real_arg("wd_mult", wd_mult)
         self._data: Optional[NDArray] = None
         self._deferred: Optional[Initializer] = None
         # The contexts it was initialized on (None until then): all CPU ones,
@@ -63,6 +70,24 @@ class Parameter:
         self._grad_req = _choice_arg("grad_req", value, GRAD_REQS)
         if self._data is not None:
             self._attach(self._data)
+
+    @property
+    def lr_mult(self) -> float:
+        """The factor on the Trainer's learning rate for this parameter."""
+        return self._lr_mult
+
+    @lr_mult.setter
+    def lr_mult(self, value: float) -> None:
+        self._lr_mult = _real_arg("lr_mult", value)
+
+    @property
+    def wd_mult(self) -> float:
+        """The factor on the Trainer's weight decay for this parameter."""
+        return self._wd_mult
+
+    @wd_mult.setter
+    def wd_mult(self, value: float) -> None:
+        self._wd_mult = _real_arg("wd_mult", value)
 
     @property
     def shape_known(self) -> bool:
@@ -264,10 +289,13 @@ class ParameterDict(dict):
     >>> layer.collect_params().setattr("grad_req", "null")
     >>> layer.bias.grad_req
     'null'
+    >>> layer.collect_params().setattr("lr_mult", 0.1)
+    >>> layer.weight.lr_mult
+    0.1
     """
 
     #: The attributes :meth:`setattr` may set (those whose setter checks the value).
-    SETTABLE = ("grad_req",)
+    SETTABLE = ("grad_req", "lr_mult", "wd_mult")
 
     def initialize(self, init: Any = None, ctx: Any = None, verbose: bool = False,
                    force_reinit: bool = False) -> None:
@@ -306,10 +334,15 @@ class ParameterDict(dict):
             param.zero_grad()
 
     def setattr(self, name: str, value: Any) -> None:
-        """Set attribute ``name`` (only ``"grad_req"`` here, the attribute whose setter
-        checks its value) to ``value`` on every parameter; a bad value changes none."""
+        """Set attribute ``name`` (``"grad_req"``, ``"lr_mult"`` or ``"wd_mult"``: the
+        attributes whose setters check their value) to ``value`` on every parameter;
+        a bad value changes none."""
         _choice_arg("name", name, self.SETTABLE)
-        _choice_arg("grad_req", value, GRAD_REQS)  # checked before any parameter changes
+        # checked before any parameter changes
+        if name == "grad_req":
+            _choice_arg("grad_req", value, GRAD_REQS)
+        else:
+            value = _real_arg(name, value)
         for param in self.values():
             setattr(param, name, value)
 

@@ -359,9 +359,11 @@ METHOD_ERRORS = {
                          MXNetError, r"grad_req must be one of \('write', 'add', 'null'\), "
                                      r"got 'accumulate'"),
     "setattr_other_attribute": (lambda l: l.collect_params().setattr("dtype", "float64"),
-                                MXNetError, r"name must be one of \('grad_req',\), got 'dtype'"),
+                                MXNetError, r"name must be one of \('grad_req', 'lr_mult', "
+                                            r"'wd_mult'\), got 'dtype'"),
     "setattr_name_type": (lambda l: l.collect_params().setattr(None, "add"), TypeError,
-                          r"name must be one of \('grad_req',\), got None of type NoneType"),
+                          r"name must be one of \('grad_req', 'lr_mult', 'wd_mult'\), got None "
+                          r"of type NoneType"),
     "initialize_init_type": (lambda l: l.initialize(init=1.0, force_reinit=True), TypeError,
                              r"init must be an Initializer or one of \[.*\], "
                              r"got 1.0 of type float"),

@@ -27,7 +27,10 @@ MODULES = ["mxdeconv", "mxdeconv.nd", "mxdeconv.ndarray.ndarray", "mxdeconv.auto
            # the nd function forms
            "mxdeconv.ndarray.results", "mxdeconv.ndarray.unary", "mxdeconv.ndarray.reductions",
            "mxdeconv.ndarray.shaping", "mxdeconv.ndarray.linalg", "mxdeconv.ndarray.softmax",
-           "mxdeconv.semantics.leaky_relu"]
+           "mxdeconv.semantics.leaky_relu",
+           # training
+           "mxdeconv.gluon.loss", "mxdeconv.gluon.optimizer", "mxdeconv.gluon.optimizer_rules",
+           "mxdeconv.gluon.lr_scheduler", "mxdeconv.autograd.tape"]
 
 
 def _public_objects():

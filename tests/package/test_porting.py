@@ -6,7 +6,12 @@
   lines as the fixture script's), must give MXNet's loss at every step and
   MXNet's final weights, on the oneDNN path and on the NumPy path;
 * the worked port of ``docs/porting.rst``: a DCGAN generator's inference from
-  MXNet's ``.params`` file must give MXNet's image.
+  MXNet's ``.params`` file must give MXNet's image;
+* a Gluon training loop with ``gluon.Trainer`` and ``gluon.loss``
+  (``tests/data/porting/trainer_loop.py``, recorded by
+  ``scripts/make_mxnet_trainer_fixtures.py``), run from its own text with only
+  the import lines replaced, must give MXNet's loss at each of its 25 steps and
+  MXNet's final weights.
 """
 from __future__ import annotations
 
@@ -160,3 +165,53 @@ def test_sequential_load_is_all_or_nothing(tmp_path: Path) -> None:
     assert all((p.data().asnumpy() == before[k]).all() for k, p in net._structural().items())
     net.load_parameters(str(path), allow_missing=True)
     assert (net[0].weight.data().asnumpy() == arrays["0.weight"].asnumpy()).all()
+
+
+# -- a Trainer + loss training loop, run from MXNet's program text ------------------------
+MXNET_IMPORTS = ("import mxnet as mx\n"
+                 "from mxnet import autograd, gluon, nd\n"
+                 "from mxnet.gluon import nn\n")
+MXDECONV_IMPORTS = ("import mxdeconv as mx\n"
+                    "from mxdeconv import autograd, gluon, nd\n"
+                    "from mxdeconv import gluon as nn\n")
+
+
+def ported_trainer_loop() -> Dict[str, object]:
+    """tests/data/porting/trainer_loop.py with its import lines (and nothing else)
+    replaced by mxdeconv's, executed: its functions by name."""
+    text = (DATA / "trainer_loop.py").read_text()
+    start = text.index("# --- imports")
+    end = text.index("# --- end of imports ---")
+    assert text[start:end].splitlines(keepends=True)[1:] == MXNET_IMPORTS.splitlines(
+        keepends=True)
+    ported = text[:start] + text[start:end].replace(MXNET_IMPORTS, MXDECONV_IMPORTS) + text[end:]
+    assert ported.replace(MXDECONV_IMPORTS, MXNET_IMPORTS) == text  # only the imports differ
+    namespace: Dict[str, object] = {"__name__": "trainer_loop"}
+    exec(compile(ported, str(DATA / "trainer_loop.py"), "exec"), namespace)
+    return namespace
+
+
+@pytest.mark.parametrize("impl", ["onednn", "numpy"])
+def test_trainer_loop_reproduces_mxnet(impl: str) -> None:
+    if impl == "onednn" and not mxdeconv.onednn_enabled():
+        pytest.skip("oneDNN path disabled")
+    program = ported_trainer_loop()
+    fixture = np.load(DATA / "trainer.npz")
+    net = program["build_generator"]()
+    net.load_parameters(str(DATA / "trainer_init.params"))
+    with impl_scope(impl):
+        losses = program["train"](net, fixture["z"], fixture["target"], len(fixture["losses"]))
+        assert mxdeconv.last_impl() == impl
+    # Measured: losses within 1e-8, weights within 5e-7 of MXNet's on both paths
+    # (Adam divides by the gradients' root mean square, which amplifies rounding a
+    # little in weights whose gradients are tiny).
+    np.testing.assert_allclose(losses, fixture["losses"], rtol=0, atol=LOSS_ATOL)
+    assert losses[-1] < 0.5 * losses[0]
+    expected_final = nd.load(str(DATA / "trainer_final.params"))
+    initial = nd.load(str(DATA / "trainer_init.params"))
+    final = {key: p.data().asnumpy() for key, p in net._structural().items()}
+    assert sorted(final) == sorted(expected_final)
+    for key, values in final.items():
+        want = expected_final[key].asnumpy()
+        assert np.abs(want - initial[key].asnumpy()).max() > 100 * WEIGHT_ATOL, key
+        np.testing.assert_allclose(values, want, rtol=0, atol=WEIGHT_ATOL, err_msg=key)
