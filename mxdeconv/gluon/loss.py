@@ -100,31 +100,6 @@ def _apply_weighting(loss: NDArray, weight: Optional[float] = None,
     return loss
 
 
-def _log_softmax(x: NDArray, axis: int) -> NDArray:
-    """``x - m - log(sum(exp(x - m)))`` along ``axis``, ``m`` the maximum as a
-    constant (its gradient cancels): MXNet's ``log_softmax`` and its gradient
-    ``g - softmax(x) * sum(g)``."""
-    shifted = x - np.max(x.asnumpy(), axis=axis, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
-
-
-def _pick(owner: str, x: NDArray, label: NDArray, axis: int) -> NDArray:
-    """MXNet's ``pick(x, label, axis, keepdims=True, mode='clip')``: the element
-    of ``x`` at class ``label`` along ``axis`` (a float label truncated toward
-    zero, then clipped into ``[0, classes - 1]``); the label gets no gradient."""
-    kept = x.shape[:axis] + x.shape[axis + 1:]
-    values = label.asnumpy()
-    if values.size != int(np.prod(kept, dtype=np.int64)):
-        raise MXNetError(f"{owner}: a sparse label must have pred's shape without axis {axis} "
-                         f"({kept}), got shape {label.shape}")
-    with np.errstate(invalid="ignore"):
-        classes = np.clip(np.trunc(values.reshape(kept).astype(np.float64)), 0,
-                          x.shape[axis] - 1).astype(np.int64)
-    grid = np.indices(kept, dtype=np.int64)
-    key = tuple(grid[i] for i in range(axis)) + (classes,) + tuple(grid[axis:])
-    return x[key].reshape(x.shape[:axis] + (1,) + x.shape[axis + 1:])
-
-
 class Loss(_Block):
     """The base class: ``weight`` (None or a number) scales the loss, and the
     result is averaged over every axis but ``batch_axis``.  A subclass defines
@@ -299,9 +274,9 @@ class SoftmaxCrossEntropyLoss(Loss):
         pred, label = self._inputs(pred, label, reshape=not self._sparse_label)
         axis = _axis(owner, "axis", self._axis, pred.ndim)
         if not self._from_logits:
-            pred = _log_softmax(pred, axis)
+            pred = _nd.log_softmax(pred, axis=axis)
         if self._sparse_label:
-            loss = -_pick(owner, pred, label, axis)
+            loss = -_nd.pick(pred, label, axis=axis, keepdims=True)
         else:
             loss = -(pred * label).sum(axis=axis, keepdims=True)
         loss = _apply_weighting(loss, self._weight, self._optional("sample_weight",

@@ -113,7 +113,7 @@ def test_constructor_errors(make, error, message):
     (lambda: gluon.loss.SoftmaxCELoss(axis=2)(nd.ones((2, 3)), nd.ones((2,))), MXNetError,
      "SoftmaxCrossEntropyLoss: axis=2 is out of range"),
     (lambda: gluon.loss.SoftmaxCELoss()(nd.ones((2, 3)), nd.ones((3,))), MXNetError,
-     r"a sparse label must have pred's shape without axis 1 \(\(2,\)\)"),
+     r"pick: index has shape \(3,\), expected \(2,\)"),
     (lambda: gluon.loss.L2Loss()(nd.ones((2, 3)), nd.ones((2, 3)), nd.ones((3, 1))), MXNetError,
      "could not be broadcast"),
     (lambda: gluon.loss.L2Loss()("pred", nd.ones((2, 3))), TypeError, "L2Loss: pred must be"),

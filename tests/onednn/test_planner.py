@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import mxdeconv
-from mxdeconv import MXNetError, _ops, autograd, nd
+from mxdeconv import _ops, autograd, nd
 from mxdeconv.onednn import kernel_check
 from mxdeconv.onednn import planner as plans
 from mxdeconv.semantics.attributes import infer_geometry, parse_params
