@@ -195,6 +195,64 @@ cdef cnp.ndarray new_buffer(MemoryDesc desc):
     return aligned_bytes(desc.size)
 
 
+# -- the plan-time check's buffers --------------------------------------------------
+#: Bytes of 0xFF (a NaN in every float dtype) on either side of each tensor of
+#: a check run.  oneDNN 3.2's jit_bf16 backward weights read past their
+#: tensors on some degenerate layers (taps that meet only padding): with
+#: whatever memory lay there, such a kernel agreed with the check one run and
+#: not the next.
+GUARD_BYTES = 4096
+
+
+cdef cnp.ndarray guarded_buffer(Py_ssize_t size, bint poison):
+    """``size`` bytes between two guard zones of GUARD_BYTES of 0xFF (all of
+    them 0xFF when ``poison``: an output element a kernel leaves unwritten is
+    then a NaN, not the right value by chance).  A kernel that reads past its
+    tensors reads NaNs, whatever memory surrounds them."""
+    cdef cnp.ndarray block = aligned_bytes(size + 2 * GUARD_BYTES)
+    if poison:
+        block.fill(0xFF)
+    else:
+        block[:GUARD_BYTES] = 0xFF
+        block[GUARD_BYTES + size:] = 0xFF
+    return block[GUARD_BYTES:GUARD_BYTES + size]
+
+
+cdef cnp.ndarray guarded_from_plain(Layout wanted, values):
+    """``from_plain`` into a guarded buffer."""
+    cdef cnp.ndarray out = guarded_buffer(wanted.desc.size, False)
+    plain = np.ascontiguousarray(values, dtype=wanted.np_dtype)
+    if wanted.is_plain:
+        out.view(wanted.np_dtype).reshape(plain.shape)[...] = plain
+    else:
+        run_reorder(wanted.plain, plain, wanted.desc, out, False, None)
+    return out
+
+
+cdef bint _all_ff(const unsigned char *bytes, Py_ssize_t count) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(count):
+        if bytes[i] != 0xFF:
+            return False
+    return True
+
+
+cdef int check_guards(str what, tuple buffers) except -1:
+    """Raise MXNetError if a kernel wrote into the guard zones around
+    ``buffers`` (guarded_buffer's; None ignored): the GUARD_BYTES before each
+    one's first byte and after its last, of the same allocation."""
+    cdef const unsigned char *start
+    cdef Py_ssize_t guard = GUARD_BYTES, size
+    for buffer in buffers:
+        if buffer is None:
+            continue
+        start = <const unsigned char *>data_ptr(<cnp.ndarray>buffer)
+        size = buffer.nbytes
+        if not (_all_ff(start - guard, guard) and _all_ff(start + size, guard)):
+            raise MXNetError(f"{what}: the kernel wrote outside its tensors")
+    return 0
+
+
 cdef cnp.ndarray new_plain_array(Layout layout):
     """An uninitialised default-layout array of ``layout``'s tensor (NDArray
     shape and dtype), 64-byte aligned."""

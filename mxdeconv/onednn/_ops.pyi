@@ -12,6 +12,7 @@ from mxdeconv.semantics.attributes import DeconvGeometry
 MAX_CACHE_CAPACITY: int
 DEFAULT_CACHE_CAPACITY: int
 MAX_THREADS: int
+GUARD_BYTES: int  # the NaN guard zones around each tensor of a plan-time check run
 ROLE_DATA: Literal["data"]
 ROLE_WEIGHTS: Literal["weights"]
 ROLE_BIAS: Literal["bias"]

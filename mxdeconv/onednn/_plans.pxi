@@ -94,23 +94,26 @@ cdef class ForwardPlan:
         return 0
 
     def run_plain(self, src, weights, bias, dst_init=None, bint activate=True):
-        """Run on default-layout NumPy arrays; returns the default-layout result.
+        """Run on default-layout NumPy arrays; returns the default-layout result
+        (for the plan-time check: every tensor lies between guard zones of
+        NaNs and dst starts as NaNs, see guarded_buffer).
         ``dst_init`` seeds dst (the plan's sum post-op, if any, adds onto it).
         ``activate`` False stops before a separate activation primitive (the
         pre-activation, for the plan-time check; a fused one cannot be skipped)."""
         if not activate and self.act_fused:
             raise MXNetError(f"run_plain: activate must be True for a plan with the "
                              f"{self.act_type} activation fused, got activate=False")
-        src_buf = from_plain(self.src, src)
-        wei_buf = from_plain(self.weights, weights)
-        bias_buf = None if self.bias is None else from_plain(self.bias, bias)
+        src_buf = guarded_from_plain(self.src, src)
+        wei_buf = guarded_from_plain(self.weights, weights)
+        bias_buf = None if self.bias is None else guarded_from_plain(self.bias, bias)
         if dst_init is None:
-            dst_buf = new_buffer(self.dst.desc)
+            dst_buf = guarded_buffer(self.dst.desc.size, True)
         else:
-            dst_buf = from_plain(self.dst, dst_init).copy()
+            dst_buf = guarded_from_plain(self.dst, dst_init)
         self.run(data_ptr(src_buf), data_ptr(wei_buf),
                  NULL if bias_buf is None else data_ptr(bias_buf), data_ptr(dst_buf),
                  activate)
+        check_guards("forward", (src_buf, wei_buf, bias_buf, dst_buf))
         return self.dst.to_plain(dst_buf, None)
 
 
@@ -354,10 +357,11 @@ cdef class BackwardDataPlan:
         return self.prim.run(handles)
 
     def run_plain(self, diff_dst, weights):
-        dd = from_plain(self.diff_dst, diff_dst)
-        wei = from_plain(self.weights, weights)
-        out = new_buffer(self.diff_src.desc)
+        dd = guarded_from_plain(self.diff_dst, diff_dst)
+        wei = guarded_from_plain(self.weights, weights)
+        out = guarded_buffer(self.diff_src.desc.size, True)
         self.run(data_ptr(dd), data_ptr(wei), data_ptr(out))
+        check_guards("backward data", (dd, wei, out))
         return self.diff_src.to_plain(out, None)
 
 
@@ -378,12 +382,13 @@ cdef class BackwardWeightsPlan:
 
     def run_plain(self, src, diff_dst):
         """Returns ``(diff_weights, diff_bias or None)`` in the default layout."""
-        src_buf = from_plain(self.src, src)
-        dd = from_plain(self.diff_dst, diff_dst)
-        dw = new_buffer(self.diff_weights.desc)
-        db = None if self.diff_bias is None else new_buffer(self.diff_bias.desc)
+        src_buf = guarded_from_plain(self.src, src)
+        dd = guarded_from_plain(self.diff_dst, diff_dst)
+        dw = guarded_buffer(self.diff_weights.desc.size, True)
+        db = None if self.diff_bias is None else guarded_buffer(self.diff_bias.desc.size, True)
         self.run(data_ptr(src_buf), data_ptr(dd), data_ptr(dw),
                  NULL if db is None else data_ptr(db))
+        check_guards("backward weights", (src_buf, dd, dw, db))
         return (self.diff_weights.to_plain(dw, None),
                 None if db is None else self.diff_bias.to_plain(db, None))
 
