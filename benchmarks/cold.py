@@ -192,6 +192,13 @@ def measure(repeats: int, threads: int, mxnet_python: Path,
     """{row: {figure: median seconds}}, each run a fresh process."""
     contenders = _contenders(mxnet_python, peers)
     base = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    # An installed package imports from bytecode caches: with writing them off
+    # (some sandboxes set this) every import would compile its sources again,
+    # about 0.1 s for mxdeconv.  One untimed import per contender writes them.
+    base.pop("PYTHONDONTWRITEBYTECODE", None)
+    for name, python in contenders.items():
+        subprocess.run([python, "-c", f"import {'mxnet' if name == 'mxnet' else name}"],
+                       env=base, capture_output=True, cwd=tempfile.gettempdir(), timeout=600)
     samples: Dict[str, Dict[str, List[float]]] = {}
 
     def add(row: str, result: Optional[Dict[str, float]]) -> None:
