@@ -148,7 +148,9 @@ class NDArrayMethods:
         return self if self.ndim < 2 else np.transpose(self)
 
     def transpose(self, *args: Any, axes: Any = None) -> Any:
-        """A copy with the axes permuted (reversed when ``axes`` is None or empty).
+        """A copy with the axes permuted (reversed when ``axes`` is None or
+        empty), given as one tuple, as in MXNet: ``x.transpose(2, 0, 1)`` and
+        negative axes raise there, and here.
 
         >>> from mxdeconv import nd
         >>> x = nd.zeros((2, 3, 4))
@@ -157,13 +159,19 @@ class NDArrayMethods:
         >>> x.transpose(axes=(2, 0, 1)).shape
         (4, 2, 3)
         """
+        if len(args) > 1 or (args and not (args[0] is None or isinstance(args[0], (tuple, list)))):
+            raise TypeError(f"transpose: axes must be one tuple, as x.transpose(axes=(2, 0, 1)) "
+                            f"(MXNet takes no separate axes), got {args!r}")
         if args:
             if axes is not None:
                 raise TypeError("transpose: axes given both as arguments and as axes=")
-            axes = args[0] if len(args) == 1 and (args[0] is None or isinstance(
-                args[0], (tuple, list))) else args
+            axes = args[0]
         if axes is not None and len(axes) == 0:
             axes = None
+        if axes is not None and any(isinstance(a, int) and not 0 <= a < self.ndim
+                                    for a in axes):
+            raise MXNetError(f"transpose: axes={tuple(axes)!r} are out of range [0, {self.ndim}) "
+                             "(MXNet takes no negative axes here)")
         return np.transpose(self, axes)
 
     # -- reductions -------------------------------------------------------------

@@ -237,6 +237,8 @@ def _compute(ufunc: np.ufunc, values: Tuple[np.ndarray, ...], dtype: np.dtype,
             _power(*values, out=buffer)
         else:
             ufunc(*values, out=buffer, casting="unsafe")
+            if ufunc is np.sign and dtype.kind in "fV":  # MXNet: the sign of NaN is 0
+                np.copyto(buffer, 0, where=np.isnan(buffer))
     return buffer
 
 

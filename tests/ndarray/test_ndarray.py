@@ -69,6 +69,14 @@ DEVIATIONS = {
     "nd.concat(list)": (TypeError, "MXNet raises an AssertionError; mxdeconv's errors for bad "
                                    "arguments are TypeError or MXNetError"),
     "nd.stack(list)": (TypeError, "as nd.concat(list)"),
+    "dtype is the type": (lambda result: result is False,
+                          "NDArray.dtype is a numpy.dtype (== np.float32 holds; `is` does "
+                          "not): the package's code and NumPy's take it as one"),
+    "dtype as a dict key": (KeyError, "as above: a dict keyed by type classes needs "
+                                      "x.dtype.type"),
+    "y[[0, 1], None] shape": (lambda result: result.shape == (2, 1, 3, 4),
+                              "None after an advanced index goes where NumPy puts it "
+                              "(MXNet moves the new axis first)"),
 }
 
 
