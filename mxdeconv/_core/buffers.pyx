@@ -162,6 +162,13 @@ cdef PooledBlock pooled_block(Py_ssize_t nbytes):
     cdef void *address = NULL
     cdef PooledBlock block = PooledBlock.__new__(PooledBlock)
     blocks = _idle.get(size)
+    if not blocks and large:
+        # The next class up (at most 12.5 % more): the plan-time check's
+        # buffers carry guard zones, one page or two over the size the call
+        # that follows asks for; memory already touched is cheaper than new.
+        bigger = size_class(size + 1)
+        if _idle.get(bigger):
+            size, blocks = bigger, _idle[bigger]
     if blocks:
         address = <void *><uintptr_t>blocks.pop()
         _idle_bytes -= size

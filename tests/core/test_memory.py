@@ -131,6 +131,23 @@ def test_a_freed_large_result_is_reused_without_touching_live_ones(pool):
     np.testing.assert_array_equal(again.asnumpy(), expected)
 
 
+def test_a_request_takes_an_idle_block_of_the_next_class_up(pool):
+    """The check's guarded buffers are a page or two over what the call that
+    follows asks for: that call reuses them instead of touching new memory."""
+    from mxdeconv._core.buffers import aligned_bytes
+    guarded = aligned_bytes((8 << 20) + 2 * 4096)
+    address = guarded.ctypes.data
+    del guarded
+    gc.collect()
+    before = mxdeconv.buffer_pool_info()
+    plain = aligned_bytes(8 << 20)
+    assert mxdeconv.buffer_pool_info()["reused"] == before["reused"] + 1
+    assert abs(plain.ctypes.data - address) < 4096
+    del plain
+    gc.collect()
+    assert mxdeconv.buffer_pool_info()["idle_bytes"] == before["idle_bytes"]  # back in its class
+
+
 def test_the_pool_keeps_no_more_idle_bytes_than_its_limit(pool):
     mxdeconv.set_buffer_pool_limit(3 << 20)
     arrays = [nd.zeros((1 << 18,)) for _ in range(4)]   # four 1 MiB blocks
