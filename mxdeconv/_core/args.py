@@ -6,11 +6,13 @@ is not a bool."""
 from __future__ import annotations
 
 import numbers
-from typing import Any, Tuple
+from typing import Any, Sequence, Tuple
 
 import numpy as np
 
-__all__ = ["bool_arg", "int_arg", "ints_arg", "is_int", "real_arg"]
+from .errors import MXNetError
+
+__all__ = ["bool_arg", "choice_arg", "int_arg", "ints_arg", "is_int", "real_arg"]
 
 
 def is_int(value: Any) -> bool:
@@ -54,3 +56,16 @@ def real_arg(name: str, value: Any) -> float:
         raise TypeError(f"{name} must be a number, got {value!r} of type "
                         f"{type(value).__name__}")
     return float(value)
+
+
+def choice_arg(name: str, value: Any, choices: Sequence[str]) -> str:
+    """``value`` if it is one of ``choices`` (MXNet's enum arguments: act_type,
+    mode, ...); TypeError for a non-string, MXNetError in MXNet's words for
+    another string, both naming ``name`` and the choices."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be one of {tuple(choices)}, got {value!r} of type "
+                        f"{type(value).__name__}")
+    if value not in choices:
+        valid = ", ".join(repr(c) for c in choices)
+        raise MXNetError(f"{name}: Invalid Input: {value!r}, valid values are: {{{valid}}}")
+    return value

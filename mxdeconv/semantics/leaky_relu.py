@@ -40,7 +40,7 @@ from typing import Any, Union
 
 import numpy as np
 
-from mxdeconv._core.errors import MXNetError
+from mxdeconv._core.args import choice_arg
 
 #: MXNet 1.9.1's act_type values, in the order its error message lists them.
 ACT_TYPES = ("elu", "gelu", "leaky", "prelu", "rrelu", "selu")
@@ -53,15 +53,8 @@ _erf = np.frompyfunc(math.erf, 1, 1)  # NumPy has no erf; math's is exact to dou
 
 
 def check_act_type(name: str, value: Any) -> str:
-    """``value`` if it is one of :data:`ACT_TYPES`; TypeError for a non-string,
-    MXNetError (MXNet's words) for another string."""
-    if not isinstance(value, str):
-        raise TypeError(f"{name} must be one of {ACT_TYPES}, got {value!r} of type "
-                        f"{type(value).__name__}")
-    if value not in ACT_TYPES:
-        valid = ", ".join(repr(a) for a in ACT_TYPES)
-        raise MXNetError(f"{name}: Invalid Input: {value!r}, valid values are: {{{valid}}}")
-    return value
+    """``value`` if it is one of :data:`ACT_TYPES` (see ``_core.args.choice_arg``)."""
+    return choice_arg(name, value, ACT_TYPES)
 
 
 def _phi(x: np.ndarray) -> np.ndarray:
