@@ -5,12 +5,15 @@ float32 layer the plan tests run, and one-liners the files used to copy.
 Importable from every test folder: ``pythonpath = ["tests"]`` in
 pyproject.toml's ``[tool.pytest.ini_options]``.
 """
+import importlib.util
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
 
-from mxdeconv import nd
+import mxdeconv
+from mxdeconv import autograd, nd
 from mxdeconv._core.dtypes import is_float_dtype
 
 from reference import reference_forward
@@ -70,3 +73,40 @@ def nd_keeping_dtype(values):
     ``nd.array`` made it before it followed MXNet (float32 from anything but
     an NDArray); other dtypes still become float32."""
     return nd.array(values, dtype=values.dtype if is_float_dtype(values.dtype) else None)
+
+
+# -- replaying what scripts/make_mxnet_*_fixtures.py recorded from MXNet --------------
+def fixture_script(name):
+    """The recording script ``scripts/<name>.py`` as a module (its cases and runner)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def replay_case(script, run, case, check_outcome):
+    """Run a recorded case's code under mxdeconv on the script's fresh arrays
+    (no warnings: MXNet is silent) and hand the outcome to ``check_outcome``."""
+    namespace = dict(script.fresh(nd, np), nd=nd, np=np, autograd=autograd, cpu=mxdeconv.cpu,
+                     mxr=mxdeconv.random)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # MXNet is silent: so must we be
+            check_outcome(case, lambda: run(case["code"], namespace))
+    finally:
+        autograd.set_recording(False)
+        autograd.set_training(False)
+
+
+def replay_gradients(case, grads, rtol):
+    """A recorded gradient case's function of its inputs, differentiated under
+    mxdeconv; each input's gradient must equal ``grads``."""
+    arrays = [nd.array(values) for values in case["inputs"]]
+    for arr in arrays:
+        arr.attach_grad()
+    with autograd.record():
+        head = eval(case["function"], dict(nd=nd))(*arrays)  # noqa: S307
+    head.backward()
+    for arr, expected in zip(arrays, grads):
+        np.testing.assert_allclose(arr.grad.asnumpy(), expected, rtol=rtol, atol=1e-6,
+                                   err_msg=case["label"])

@@ -7,24 +7,18 @@ case runs here under mxdeconv and must agree, except the deviations listed in
 ``DEVIATIONS`` and ``TYPE_ERRORS`` with their reasons (docs/porting.rst
 lists them too).
 """
-import importlib.util
 import json
-import warnings
 
 import numpy as np
 import pytest
 
-import mxdeconv
 from mxdeconv import MXNetError, autograd, nd
 from mxdeconv.ndarray import elementwise, reductions, shaping, softmax, unary
 from mxdeconv.ndarray.ndarray import NDArray
-from helpers import DATA, ROOT
+from helpers import DATA, fixture_script, replay_case, replay_gradients
 
 FIXTURE = json.loads((DATA / "mxnet_nd_functions.json").read_text())
-_spec = importlib.util.spec_from_file_location(
-    "make_mxnet_nd_function_fixtures", ROOT / "scripts" / "make_mxnet_nd_function_fixtures.py")
-SCRIPT = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(SCRIPT)
+SCRIPT = fixture_script("make_mxnet_nd_function_fixtures")
 ERRORS = {"MXNetError": MXNetError, "TypeError": TypeError, "IndexError": IndexError,
           "ValueError": ValueError}
 
@@ -142,30 +136,13 @@ def _check_outcome(case, run):
 @pytest.mark.parametrize("case", FIXTURE["cases"], ids=[c["label"] for c in FIXTURE["cases"]])
 def test_matches_mxnet(case):
     assert FIXTURE["mxnet_version"] == "1.9.1"
-    namespace = dict(SCRIPT.fresh(nd, np), nd=nd, np=np, autograd=autograd, cpu=mxdeconv.cpu,
-                     mxr=mxdeconv.random)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")  # MXNet is silent: so must we be
-            _check_outcome(case, lambda: SCRIPT.basics.run(case["code"], namespace))
-    finally:
-        autograd.set_recording(False)
-        autograd.set_training(False)
+    replay_case(SCRIPT, SCRIPT.basics.run, case, _check_outcome)
 
 
 @pytest.mark.parametrize("case", FIXTURE["gradients"],
                          ids=[c["label"] for c in FIXTURE["gradients"]])
 def test_gradients_match_mxnet(case):
-    arrays = [nd.array(values) for values in case["inputs"]]
-    for arr in arrays:
-        arr.attach_grad()
-    with autograd.record():
-        head = eval(case["function"], dict(nd=nd))(*arrays)  # noqa: S307
-    head.backward()
-    grads = GRADIENT_DEVIATIONS.get(case["label"], (case["grads"],))[0]
-    for arr, expected in zip(arrays, grads):
-        np.testing.assert_allclose(arr.grad.asnumpy(), expected, rtol=1e-5, atol=1e-6,
-                                   err_msg=case["label"])
+    replay_gradients(case, GRADIENT_DEVIATIONS.get(case["label"], (case["grads"],))[0], rtol=1e-5)
 
 
 def test_the_fixture_covers_every_function_and_deviation():

@@ -7,10 +7,8 @@ case (written by ``scripts/make_mxnet_ndarray_fixtures.py``); every case runs
 here under mxdeconv and must agree, except the deviations listed in
 ``DEVIATIONS`` with their reasons.
 """
-import importlib.util
 import json
 import math
-import warnings
 
 import numpy as np
 import pytest
@@ -18,18 +16,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import mxdeconv
-from mxdeconv import MXNetError, autograd, nd
+from mxdeconv import MXNetError, nd
 from mxdeconv._core.context import context_arg
 from mxdeconv.ndarray.indexing import NDArrayIndexError
 from mxdeconv.ndarray.ndarray import NDArray
 from mxdeconv.semantics.shapes import infer_reshape
-from helpers import DATA, ROOT
+from helpers import DATA, fixture_script, replay_case, replay_gradients
 
 FIXTURE = json.loads((DATA / "mxnet_ndarray.json").read_text())
-_spec = importlib.util.spec_from_file_location(
-    "make_mxnet_ndarray_fixtures", ROOT / "scripts" / "make_mxnet_ndarray_fixtures.py")
-SCRIPT = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(SCRIPT)
+SCRIPT = fixture_script("make_mxnet_ndarray_fixtures")
 ERRORS = {"MXNetError": MXNetError, "TypeError": TypeError, "IndexError": IndexError,
           "ValueError": ValueError}
 
@@ -117,29 +112,13 @@ def _check_outcome(case, run):
 @pytest.mark.parametrize("case", FIXTURE["cases"], ids=[c["label"] for c in FIXTURE["cases"]])
 def test_matches_mxnet(case):
     assert FIXTURE["mxnet_version"] == "1.9.1"
-    namespace = dict(SCRIPT.fresh(nd, np), nd=nd, np=np, autograd=autograd, cpu=mxdeconv.cpu,
-                     mxr=mxdeconv.random)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")  # MXNet is silent: so must we be
-            _check_outcome(case, lambda: SCRIPT.run(case["code"], namespace))
-    finally:
-        autograd.set_recording(False)
-        autograd.set_training(False)
+    replay_case(SCRIPT, SCRIPT.run, case, _check_outcome)
 
 
 @pytest.mark.parametrize("case", FIXTURE["gradients"],
                          ids=[c["label"] for c in FIXTURE["gradients"]])
 def test_gradients_match_mxnet(case):
-    arrays = [nd.array(values) for values in case["inputs"]]
-    for arr in arrays:
-        arr.attach_grad()
-    with autograd.record():
-        head = eval(case["function"], dict(nd=nd))(*arrays)  # noqa: S307
-    head.backward()
-    for arr, expected in zip(arrays, case["grads"]):
-        np.testing.assert_allclose(arr.grad.asnumpy(), expected, rtol=1e-6, atol=1e-6,
-                                   err_msg=case["label"])
+    replay_gradients(case, case["grads"], rtol=1e-6)
 
 
 def test_the_fixture_covers_every_deviation():
