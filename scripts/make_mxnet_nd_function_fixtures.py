@@ -18,7 +18,6 @@ under mxdeconv and compares, with the deviations it lists and explains.
 Left out: what kills MXNet's process (``LeakyReLU`` ``rrelu`` in training
 mode: a segmentation fault; integer division by zero: SIGFPE).
 """
-import json
 import os
 import sys
 
@@ -470,12 +469,7 @@ def main():
     import mxnet as mx
     cases, gradients = basics.record(mx.nd, mx.nd.NDArray, mx.autograd, mx.cpu, mx.random,
                                      CASES, GRADIENTS, fresh)
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data",
-                        "mxnet_nd_functions.json")
-    with open(path, "w") as handle:
-        json.dump({"mxnet_version": mx.__version__, "cases": cases, "gradients": gradients},
-                  handle, indent=1)
-    print(f"wrote {len(cases)} cases and {len(gradients)} gradient cases to {path}")
+    basics.write("mxnet_nd_functions.json", mx.__version__, cases, gradients)
 
 
 if __name__ == "__main__":

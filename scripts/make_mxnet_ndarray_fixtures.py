@@ -452,15 +452,21 @@ def record(nd, array_type, autograd, cpu, mxr, case_list=None, gradient_list=Non
     return cases, gradients
 
 
+def write(filename, version, cases, gradients):
+    """Write a fixture file ``tests/data/<filename>`` (this script's and
+    make_mxnet_nd_function_fixtures.py's format)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data",
+                        filename)
+    with open(path, "w") as handle:
+        json.dump({"mxnet_version": version, "cases": cases, "gradients": gradients},
+                  handle, indent=1)
+    print(f"wrote {len(cases)} cases and {len(gradients)} gradient cases to {path}")
+
+
 def main():
     import mxnet as mx
     cases, gradients = record(mx.nd, mx.nd.NDArray, mx.autograd, mx.cpu, mx.random)
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data",
-                        "mxnet_ndarray.json")
-    with open(path, "w") as handle:
-        json.dump({"mxnet_version": mx.__version__, "cases": cases, "gradients": gradients},
-                  handle, indent=1)
-    print(f"wrote {len(cases)} cases and {len(gradients)} gradient cases to {path}")
+    write("mxnet_ndarray.json", mx.__version__, cases, gradients)
 
 
 if __name__ == "__main__":
