@@ -25,13 +25,13 @@ when the plan agrees, else why it does not.
 """
 from __future__ import annotations
 
-import contextlib
 import math
-from typing import Any, Callable, ContextManager, Optional, Sequence, Tuple
+from typing import Any, Callable, Optional, Sequence, Tuple
 
 import numpy as np
 
 from mxdeconv.semantics import activations, deconv_numpy
+from .blas_threads import one_blas_thread
 from mxdeconv._core.errors import MXNetError
 from mxdeconv._core.dtypes import BFLOAT16_NAME
 from mxdeconv.semantics.attributes import DeconvGeometry, infer_geometry
@@ -179,27 +179,6 @@ def _run(what: str, run: Callable[[], Any]) -> Tuple[Any, Optional[str]]:
         return None, f"{what}: {type(error).__name__}: {error}"
 
 
-_blas: list = []  # the threadpoolctl controller of NumPy's BLAS, made on first use
-
-
-def _one_blas_thread() -> ContextManager[Any]:
-    """The references' BLAS on one thread.  NumPy's OpenBLAS keeps its threads
-    spinning after a call, as OpenMP keeps oneDNN's: on a machine with as many
-    cores as oneDNN's team, the two pools took turns, and a generator's first
-    training step (nine checks between oneDNN calls) took twice as long.  One
-    BLAS thread computes a reference image in a few milliseconds.  (The limit
-    is process-wide while it lasts, as threadpoolctl's are.)"""
-    if not _blas:
-        try:
-            import threadpoolctl  # here, not at import: about 15 ms
-            _blas.append(threadpoolctl.ThreadpoolController())
-        except Exception:  # noqa: BLE001 - only slower without it, never wrong
-            _blas.append(None)
-    if _blas[0] is None:
-        return contextlib.nullcontext()
-    return _blas[0].limit(limits=1, user_api="blas")
-
-
 def _lazy(prepare: Callable[[], Check]) -> Check:
     """A check whose inputs and reference are made on its first call only."""
     prepared: list = []
@@ -207,7 +186,7 @@ def _lazy(prepare: Callable[[], Check]) -> Check:
     def check(plan: Any) -> Optional[str]:
         if not prepared:
             try:
-                with _one_blas_thread():
+                with one_blas_thread():
                     prepared.append(prepare())
             except MemoryError as error:
                 raise CheckUnavailable(f"not enough memory for the check's reference "
