@@ -1,0 +1,440 @@
+"""Check one call's own result: sampled elements against a NumPy reference.
+
+The kernel check (:mod:`mxdeconv.onednn.kernel_check`) proves a plan right
+on its geometry with exact small-integer inputs, but costs one more run of
+the plan and its inputs: on a big layer's first call, more than the call.  So
+a big layer's first call runs a plan that has not passed it yet (a
+*provisional* one, see :mod:`mxdeconv.onednn.planner`), and its result is
+returned only after this check passed on it; the kernel check runs on the
+layer's next call.
+
+Each function recomputes a sample of the result from the call's inputs, in
+float32 with NumPy's BLAS, and requires every sampled element to lie within
+the worst-case rounding error of both computations:
+
+    |got - want| <= (gamma(n + 1) * 2) * B + gamma(n + 1) * |bias| + slack
+
+where n is the number of products summed into the element, gamma(n) =
+n u / (1 - n u) with u = 2**-24 (float32's unit roundoff; it bounds a dot
+product's error in any summation order, with or without FMA), and B, by
+Cauchy-Schwarz, bounds the sum of the products' magnitudes (slack: what
+products below float32's normal range can lose).  A NaN or an
+infinity where the reference is finite is wrong.
+
+What is sampled: every channel of each sampled position, every image (up to
+MAX_POSITIONS images, spread evenly over a larger batch), every combination of each
+axis' edge coordinates (each output phase at both borders), then random
+positions up to SAMPLE_SHARE of the pass's multiply-adds, for the forward and
+backward-data passes; for backward weights, a few input-channel rows and
+output-channel columns (the first, the last, block edges, random ones) over
+every tap, and the whole bias gradient.
+
+What it cannot see: an error below the bound (a kernel wrong by one term in
+thousands), or outside the sample (a stride so large that its phases
+outnumber MAX_POSITIONS).  That is why it checks a provisional plan's result
+until the kernel check has run, never instead of it.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any, Callable, List, Optional, Sequence, Tuple, TypeVar
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from mxdeconv.semantics.attributes import DeconvGeometry
+from .blas_threads import one_blas_thread
+
+#: float32's unit roundoff.
+_UNIT = 2.0 ** -24
+#: The sample's multiply-adds, as a fraction of the pass's, before the floors
+#: below (every image; the border positions).
+SAMPLE_SHARE = 0.02
+#: At most this many positions (forward, backward data) or rows and columns.
+MAX_POSITIONS, MAX_LINES = 256, 16
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _checking(function: F) -> F:
+    """A check runs on one BLAS thread (see :mod:`.blas_threads`), and compares
+    non-finite values explicitly: no floating-point warning or error (the
+    caller's np.errstate) on the way."""
+    @functools.wraps(function)
+    def checking(*args: Any, **kwargs: Any) -> Any:
+        with np.errstate(all="ignore"), one_blas_thread():
+            return function(*args, **kwargs)
+    return checking  # type: ignore[return-value]
+
+
+def _gamma(terms: int) -> float:
+    product = terms * _UNIT
+    return product / (1.0 - product)
+
+
+def pass_macs(geom: DeconvGeometry) -> int:
+    """Multiply-adds of one pass of ``geom`` (each pass has as many)."""
+    param = geom.param
+    return (math.prod(geom.data_shape) * (param.num_filter // param.num_group)
+            * math.prod(param.kernel))
+
+
+# -- which elements ---------------------------------------------------------------
+def _edge_coordinates(length: int, stride: int) -> List[int]:
+    """The first and last ``stride + 1`` coordinates of an axis: every phase at
+    both borders (where crops and partial tiles live)."""
+    near = list(range(min(length, stride + 1)))
+    far = list(range(max(0, length - stride - 1), length))
+    return sorted(set(near + far))
+
+
+def _edge_positions(spatial: Sequence[int], stride: Sequence[int]) -> np.ndarray:
+    """Every combination of each axis' edge coordinates: (count, axes)."""
+    grids = np.meshgrid(*[_edge_coordinates(n, s) for n, s in zip(spatial, stride)],
+                        indexing="ij")
+    return np.stack([g.reshape(-1) for g in grids], axis=1)
+
+
+def _positions(spatial: Sequence[int], stride: Sequence[int], batch: int, count: int,
+               rng: np.random.Generator) -> Tuple[np.ndarray, np.ndarray]:
+    """``count`` (image, position) pairs: images spread evenly over the batch
+    (every one when ``count`` >= the batch), positions from every combination
+    of each axis' edge coordinates first (shuffled), then random."""
+    edges = _edge_positions(spatial, stride)
+    edges = edges[rng.permutation(len(edges))][:count]
+    extra = count - len(edges)
+    randoms = np.stack([rng.integers(0, n, size=extra) for n in spatial], axis=1) \
+        if extra > 0 else np.empty((0, len(spatial)), dtype=np.int64)
+    positions = np.concatenate([edges, randoms]).astype(np.int64)
+    if count >= batch:
+        images = np.arange(count, dtype=np.int64) % batch
+    else:
+        images = np.arange(count, dtype=np.int64) * (batch - 1) // max(count - 1, 1)
+    return images, positions
+
+
+def _sample_count(geom: DeconvGeometry, per_position_macs: int, spatial: Sequence[int],
+                  stride: Sequence[int]) -> int:
+    """The share's positions, but at least one per image and every edge
+    combination (each phase at every border), at most MAX_POSITIONS."""
+    budget = int(SAMPLE_SHARE * pass_macs(geom) // max(per_position_macs, 1))
+    floor = max(geom.data_shape[0], len(_edge_positions(spatial, stride)))
+    return max(1, min(MAX_POSITIONS, max(budget, floor)))
+
+
+def _lines(length: int, count: int, rng: np.random.Generator) -> np.ndarray:
+    """Up to ``count`` indices of a channel axis: both ends, the edges of 8- and
+    16-channel blocks, then random ones."""
+    wanted = [0, length - 1]
+    for block in (8, 16):
+        wanted += [block - 1, block, length - block - 1, length - block]
+    chosen = list(dict.fromkeys(i for i in wanted if 0 <= i < length))[:count]
+    rest = np.setdiff1d(np.arange(length), chosen)
+    more = rng.choice(rest, size=min(len(rest), count - len(chosen)), replace=False)
+    return np.sort(np.concatenate([np.asarray(chosen, dtype=np.int64),
+                                   more.astype(np.int64)]))
+
+
+# -- comparing ----------------------------------------------------------------------
+def _compare(what: str, got: np.ndarray, want: np.ndarray, allowed: np.ndarray,
+             where: np.ndarray) -> Optional[str]:
+    """None if every ``got`` is within ``allowed`` of ``want``; ``where`` names
+    each element (a row of indices into the result)."""
+    got = got.astype(np.float64)
+    error = np.abs(got - want)
+    # NaN or inf in got counts as wrong; where the inputs make the reference
+    # non-finite there is nothing to compare.
+    wrong = ~(error <= allowed) & np.isfinite(want)
+    count = int(wrong.sum())
+    if not count:
+        return None
+    worst = int(np.argmax(np.where(wrong, np.nan_to_num(error, nan=np.inf), -1.0)))
+    return (f"{what} (sampled on the call's own inputs): {count} of {got.size} sampled "
+            f"values wrong, max error {error.flat[worst]:g} at "
+            f"{tuple(int(i) for i in where[worst])} (expected {want.flat[worst]:g}, got "
+            f"{got.flat[worst]:g}, allowed {allowed.flat[worst]:.3g})")
+
+
+def _bound(terms: int, norms: np.ndarray, extra: Optional[np.ndarray] = None) -> np.ndarray:
+    """The allowed error of a float32 result and a float32 reference, both sums
+    of ``terms`` products whose magnitudes sum to at most ``norms`` (plus
+    ``extra``, one more term such as the bias, in the result only)."""
+    gamma = _gamma(terms + 1)
+    allowed = 2.0 * gamma * norms + 2.0 * (terms + 1) * _TINY
+    if extra is not None:
+        allowed = allowed + gamma * np.abs(extra)
+    return allowed
+
+
+#: What float32 squares can lose to underflow, per term (below the smallest
+#: normal number; kernels may also flush such products to zero).
+_TINY = 2.0 ** -126
+
+
+def _norms(values: np.ndarray, subscripts: str) -> np.ndarray:
+    """Upper bounds on the Euclidean norms along the summed axes of
+    ``subscripts`` (einsum's, one operand written twice), in float64.  Summed
+    in float32 (fast), rounded up (a float32 sum of n squares is at most
+    gamma(n) low, n < 2**20 here), plus what underflow can lose; again in
+    float64 where float32 squares overflow."""
+    squares = np.einsum(subscripts, values, values)
+    if not np.isfinite(squares).all():
+        squares = np.einsum(subscripts, values, values, dtype=np.float64)
+    terms = values.size // max(squares.size, 1)
+    return (np.sqrt(squares.astype(np.float64)) * (1.0 + _gamma(1 << 20))
+            + math.sqrt(terms * _TINY))
+
+
+def _flat_index(coordinates: Sequence[np.ndarray], shape: Sequence[int]) -> np.ndarray:
+    index = np.zeros_like(coordinates[0])
+    for c, n in zip(coordinates, shape):
+        index = index * n + c
+    return index
+
+
+# -- forward ------------------------------------------------------------------------
+def _forward_taps(geom: DeconvGeometry, positions: np.ndarray
+                  ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each sampled output position and each kernel tap: whether the tap
+    lands on it (its phase), the input pixel it reads (flat), and whether that
+    pixel exists (else it reads zero)."""
+    param = geom.param
+    lands, exists, coords = [], [], []
+    for axis, (size, kernel) in enumerate(zip(geom.spatial_in, param.kernel)):
+        taps = np.arange(kernel)
+        reach = positions[:, axis:axis + 1] + geom.pad_l[axis] - taps * param.dilate[axis]
+        on = reach % param.stride[axis] == 0
+        source = reach // param.stride[axis]
+        inside = on & (source >= 0) & (source < size)
+        lands.append(on)
+        exists.append(inside)
+        coords.append(np.where(inside, source, 0))
+    # Every tap: the product over axes (the last axis fastest, as the weight's).
+    shape = tuple(param.kernel)
+    grids = np.meshgrid(*[np.arange(k) for k in shape], indexing="ij")
+    tap_axes = [g.reshape(-1) for g in grids]
+    land = np.ones((len(positions), len(tap_axes[0])), dtype=bool)
+    inside = land.copy()
+    pixel_axes = []
+    for axis, taps in enumerate(tap_axes):
+        land &= lands[axis][:, taps]
+        inside &= exists[axis][:, taps]
+        pixel_axes.append(coords[axis][:, taps])
+    return land, _flat_index(pixel_axes, geom.spatial_in), inside
+
+
+@_checking
+def forward_result(geom: DeconvGeometry, data: np.ndarray, weight: np.ndarray,
+                   bias: Optional[np.ndarray], out: np.ndarray,
+                   seed: int = 0) -> Optional[str]:
+    """None if sampled elements of ``out`` (every channel of a few positions of
+    every image) equal ``Deconvolution(data, weight, bias)`` within both
+    computations' rounding bound, else why not.  Plain float32 arrays."""
+    param = geom.param
+    groups = param.num_group
+    batch, in_channels = geom.data_shape[:2]
+    in_group, out_group = in_channels // groups, param.num_filter // groups
+    taps = math.prod(param.kernel)
+    rng = np.random.default_rng(seed)
+    landing = max(1, taps // math.prod(param.stride))
+    count = _sample_count(geom, in_channels * out_group * landing, geom.spatial_out,
+                          param.stride)
+    images, positions = _positions(geom.spatial_out, param.stride, batch, count, rng)
+    land, pixels, inside = _forward_taps(geom, positions)
+    x = data.reshape(batch, in_channels, -1)
+    w = weight.reshape(groups, in_group, out_group, taps)
+    flat_out = _flat_index([positions[:, a] for a in range(positions.shape[1])],
+                           geom.spatial_out)
+    got = out.reshape(batch, groups, out_group, -1)[images, :, :, flat_out]  # (S, G, O)
+    want = np.empty(got.shape, dtype=np.float64)
+    allowed = np.empty(got.shape, dtype=np.float64)
+    # Positions of one phase share their taps: one product per phase.
+    # (Which taps land depends only on the position modulo the stride.)
+    residues = _flat_index([(positions[:, a] + geom.pad_l[a]) % param.stride[a]
+                            for a in range(param.ndim)], param.stride)
+    for phase in np.unique(residues):
+        rows = np.flatnonzero(residues == phase)
+        tap_list = np.flatnonzero(land[rows[0]])
+        if not len(tap_list):  # no tap reaches these positions: the bias alone
+            want[rows] = 0.0
+            allowed[rows] = _TINY
+            continue
+        # Input columns (S, taps, C) -> (G, S, in_group * taps), zero where no pixel.
+        cols = x[images[rows, None], :, pixels[rows][:, tap_list]]
+        cols[~inside[rows][:, tap_list]] = 0  # (not a product: NaN * 0 is NaN)
+        cols = cols.reshape(len(rows), len(tap_list), groups, in_group)
+        cols = np.ascontiguousarray(cols.transpose(2, 0, 3, 1)).reshape(
+            groups, len(rows), in_group * len(tap_list))
+        kernel = np.ascontiguousarray(w[:, :, :, tap_list].transpose(0, 1, 3, 2)).reshape(
+            groups, in_group * len(tap_list), out_group)
+        product = np.matmul(cols, kernel)  # (G, S, O)
+        norms = (_norms(cols, "gsk,gsk->gs")[:, :, None]
+                 * _norms(kernel, "gko,gko->go")[:, None, :]).astype(np.float64)
+        want[rows] = product.transpose(1, 0, 2)
+        allowed[rows] = _bound(in_group * len(tap_list), norms).transpose(1, 0, 2)
+    if bias is not None:
+        channel_bias = bias.reshape(groups, out_group).astype(np.float64)
+        want += channel_bias
+        allowed += _gamma(in_group * taps + 1) * np.abs(channel_bias)
+    where = np.stack(np.broadcast_arrays(
+        images[:, None, None], (np.arange(groups)[:, None] * out_group
+                                + np.arange(out_group))[None], flat_out[:, None, None]),
+        axis=-1).reshape(-1, 3)
+    where = np.concatenate([where[:, :2], np.stack(np.unravel_index(
+        where[:, 2], geom.spatial_out), axis=1)], axis=1)
+    return _compare("forward", got, want, allowed, where)
+
+
+# -- backward data -----------------------------------------------------------------
+@_checking
+def backward_data_result(geom: DeconvGeometry, out_grad: np.ndarray, weight: np.ndarray,
+                         data_grad: np.ndarray, seed: int = 0) -> Optional[str]:
+    """None if sampled elements of ``data_grad`` (every channel of a few
+    positions of every image) equal the gradient of ``out_grad`` within both
+    computations' rounding bound, else why not.  Plain float32 arrays."""
+    param = geom.param
+    groups = param.num_group
+    batch, in_channels = geom.data_shape[:2]
+    in_group, out_group = in_channels // groups, param.num_filter // groups
+    taps = math.prod(param.kernel)
+    rng = np.random.default_rng(seed)
+    ones = (1,) * len(geom.spatial_in)
+    count = _sample_count(geom, in_channels * out_group * taps, geom.spatial_in, ones)
+    images, positions = _positions(geom.spatial_in, ones, batch, count, rng)
+    # The output pixel each tap of each sampled input pixel reaches.
+    grids = np.meshgrid(*[np.arange(k) for k in param.kernel], indexing="ij")
+    tap_axes = [g.reshape(-1) for g in grids]
+    inside = np.ones((count, taps), dtype=bool)
+    pixel_axes = []
+    for axis, tap in enumerate(tap_axes):
+        reach = (positions[:, axis:axis + 1] * param.stride[axis] - geom.pad_l[axis]
+                 + tap[None, :] * param.dilate[axis])
+        ok = (reach >= 0) & (reach < geom.spatial_out[axis])
+        inside &= ok
+        pixel_axes.append(np.where(ok, reach, 0))
+    pixels = _flat_index(pixel_axes, geom.spatial_out)
+    g = out_grad.reshape(batch, param.num_filter, -1)
+    cols = g[images[:, None], :, pixels]  # (S, taps, C_out)
+    cols[~inside] = 0  # (not a product: NaN * 0 is NaN)
+    cols = np.ascontiguousarray(cols.reshape(count, taps, groups, out_group)
+                                .transpose(2, 0, 3, 1)).reshape(groups, count,
+                                                                 out_group * taps)
+    w = weight.reshape(groups, in_group, out_group * taps)
+    product = np.matmul(w, cols.transpose(0, 2, 1))  # (G, in_group, S)
+    norms = (_norms(w, "gik,gik->gi")[:, :, None]
+             * _norms(cols, "gsk,gsk->gs")[:, None, :]).astype(np.float64)
+    want = product.transpose(2, 0, 1).reshape(count, in_channels).astype(np.float64)
+    allowed = _bound(out_group * taps, norms).transpose(2, 0, 1).reshape(count, in_channels)
+    flat_in = _flat_index([positions[:, a] for a in range(positions.shape[1])],
+                          geom.spatial_in)
+    got = data_grad.reshape(batch, in_channels, -1)[images, :, flat_in]  # (S, C_in)
+    where = np.stack(np.broadcast_arrays(images[:, None], np.arange(in_channels)[None],
+                                         flat_in[:, None]), axis=-1).reshape(-1, 3)
+    where = np.concatenate([where[:, :2], np.stack(np.unravel_index(
+        where[:, 2], geom.spatial_in), axis=1)], axis=1)
+    return _compare("backward data", got, want, allowed, where)
+
+
+# -- backward weights --------------------------------------------------------------
+def _tap_windows(geom: DeconvGeometry, out_grad: np.ndarray) -> np.ndarray:
+    """out_grad seen as (N, C_out, *kernel, *input spatial): the gradient each
+    input pixel meets through each tap (zero beyond the output's edges)."""
+    param = geom.param
+    lead = [max(0, p) for p in geom.pad_l]
+    trail = [max(0, param.stride[a] * (geom.spatial_in[a] - 1) + param.dilated_kernel(a)
+                 - geom.pad_l[a] - geom.spatial_out[a]) for a in range(param.ndim)]
+    canvas = np.pad(out_grad, [(0, 0), (0, 0)] + list(zip(lead, trail)))
+    offset = [lead[a] - geom.pad_l[a] for a in range(param.ndim)]  # >= 0
+    start = canvas[(slice(None), slice(None)) + tuple(slice(o, None) for o in offset)]
+    batch_stride, channel_stride, *pixel_strides = start.strides
+    return as_strided(start, shape=start.shape[:2] + param.kernel + geom.spatial_in,
+                      strides=(batch_stride, channel_stride)
+                      + tuple(s * d for s, d in zip(pixel_strides, param.dilate))
+                      + tuple(s * st for s, st in zip(pixel_strides, param.stride)),
+                      writeable=False)
+
+
+@_checking
+def backward_weights_result(geom: DeconvGeometry, data: np.ndarray, out_grad: np.ndarray,
+                            weight_grad: Optional[np.ndarray],
+                            bias_grad: Optional[np.ndarray],
+                            seed: int = 0) -> Optional[str]:
+    """None if sampled rows (input channels) and columns (output channels) of
+    ``weight_grad``, over every tap, and all of ``bias_grad`` equal the
+    gradients of ``out_grad`` within both computations' rounding bound, else
+    why not.  Either gradient may be None (not computed).  Plain float32."""
+    param = geom.param
+    groups = param.num_group
+    batch, in_channels = geom.data_shape[:2]
+    in_group, out_group = in_channels // groups, param.num_filter // groups
+    taps = math.prod(param.kernel)
+    pixels = math.prod(geom.spatial_in)
+    terms = batch * pixels
+    rng = np.random.default_rng(seed)
+    if bias_grad is not None:
+        g64 = out_grad.reshape(batch, param.num_filter, -1)
+        want = g64.sum(axis=(0, 2), dtype=np.float64)
+        norms = np.abs(g64).sum(axis=(0, 2), dtype=np.float64)
+        summed = batch * g64.shape[2]  # the reference is float64: its error is negligible
+        allowed = (_gamma(summed) * (1.0 + 1e-6)) * norms + summed * _TINY
+        reason = _compare("backward bias", bias_grad.reshape(-1), want, allowed,
+                          np.arange(param.num_filter)[:, None])
+        if reason is not None:
+            return reason
+    if weight_grad is None:
+        return None
+    # Columns (S=N*pixels, C_out) of out_grad per tap: (taps, N*pixels, C_out).
+    windows = _tap_windows(geom, out_grad)
+    spatial_axes = tuple(range(2 + param.ndim, 2 + 2 * param.ndim))
+    by_tap = np.ascontiguousarray(windows.transpose(
+        tuple(range(2, 2 + param.ndim)) + (0,) + spatial_axes + (1,))).reshape(
+        taps, terms, param.num_filter)
+    x = np.ascontiguousarray(data.reshape(batch, in_channels, pixels).transpose(
+        1, 0, 2)).reshape(in_channels, terms)
+    x_norms = _norms(x, "ik,ik->i").astype(np.float64)
+    g_norms = _norms(by_tap, "tko,tko->to").astype(np.float64)
+    grad = weight_grad.reshape(in_channels, out_group, taps)
+    lines = max(2, min(MAX_LINES, int(SAMPLE_SHARE * pass_macs(geom)
+                                      // max(1, 2 * terms * out_group * taps))))
+    rows = _lines(in_channels, lines, rng)
+    columns = _lines(out_group, lines, rng)
+    # Rows: every output channel of each sampled input channel's group.
+    row_groups = rows // in_group
+    row_cols = (row_groups[:, None] * out_group + np.arange(out_group)[None, :])  # (R, O)
+    want_rows = _row_products(x, by_tap, rows, row_cols)
+    allowed_rows = _bound(terms, x_norms[rows][:, None, None]
+                          * g_norms[:, row_cols].transpose(1, 2, 0))
+    where_rows = np.stack(np.broadcast_arrays(rows[:, None, None],
+                                              np.arange(out_group)[None, :, None],
+                                              np.arange(taps)[None, None, :]),
+                          axis=-1).reshape(-1, 3)
+    reason = _compare("backward weights", grad[rows], want_rows, allowed_rows, where_rows)
+    if reason is not None:
+        return reason
+    # Columns: every input channel of each sampled output channel's group.
+    col_channels = (np.arange(groups)[:, None] * out_group + columns[None, :])  # (G, C)
+    want_cols = np.empty((in_channels, len(columns), taps))
+    allowed_cols = np.empty_like(want_cols)
+    for group in range(groups):
+        members = slice(group * in_group, (group + 1) * in_group)
+        g_cols = by_tap[:, :, col_channels[group]]  # (taps, terms, C)
+        want_cols[members] = np.matmul(x[members][None], g_cols).transpose(1, 2, 0)
+        allowed_cols[members] = _bound(terms, x_norms[members][:, None, None]
+                                       * g_norms[:, col_channels[group]].T[None])
+    where_cols = np.stack(np.broadcast_arrays(np.arange(in_channels)[:, None, None],
+                                              columns[None, :, None],
+                                              np.arange(taps)[None, None, :]),
+                          axis=-1).reshape(-1, 3)
+    return _compare("backward weights", grad[:, columns], want_cols, allowed_cols,
+                    where_cols)
+
+
+def _row_products(x: np.ndarray, by_tap: np.ndarray, rows: np.ndarray,
+                  row_cols: np.ndarray) -> np.ndarray:
+    """weight_grad[rows] (R, out_group, taps) from x (C_in, terms) and
+    by_tap (taps, terms, C_out): each row meets only its group's columns."""
+    full = np.matmul(x[rows][None], by_tap)  # (taps, R, C_out)
+    picked = np.take_along_axis(full, row_cols[None], axis=2)  # (taps, R, O)
+    return picked.transpose(1, 2, 0)
