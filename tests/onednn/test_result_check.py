@@ -757,6 +757,29 @@ def test_tiny_inputs_do_not_make_correct_results_fail(what):
                                                     None) is None
 
 
+@pytest.mark.parametrize("what", ["forward", "backward data", "backward weights"])
+def test_huge_inputs_keep_a_finite_bound(what):
+    """Values whose float32 squares overflow (above about 1.8e19): the norms
+    are summed again in float64, so a wrong result is still seen."""
+    geom = infer_geometry(parse_params(dict(_K4S2P1, num_filter=64)), (2, 64, 8, 8))
+    rng = np.random.default_rng(1)
+    data = (1e20 * rng.standard_normal(geom.data_shape)).astype(np.float32)
+    weight = (1e-20 * rng.standard_normal(geom.weight_shape)).astype(np.float32)
+    out_grad = (1e-3 * rng.standard_normal(geom.out_shape)).astype(np.float32)
+    out, data_grad, weight_grad, _ = exact_results(geom, data, weight, None, out_grad)
+    if what == "forward":
+        assert result_check.forward_result(geom, data, weight, None, out) is None
+        assert result_check.forward_result(geom, data, weight, None, out * 1.01) is not None
+    elif what == "backward data":
+        check = lambda grad: result_check.backward_data_result(  # noqa: E731
+            geom, out_grad, weight, grad)
+        assert check(data_grad) is None and check(data_grad * 1.01) is not None
+    else:
+        check = lambda grad: result_check.backward_weights_result(  # noqa: E731
+            geom, data, out_grad, grad, None)
+        assert check(weight_grad) is None and check(weight_grad * 1.01) is not None
+
+
 def test_an_infinite_input_under_the_callers_errstate_raise():
     c = case("upsample_b4")
     out_grad = _with(c.out_grad, (1, 2, 5, 5), np.inf)
