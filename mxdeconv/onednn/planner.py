@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from typing import (Any, Callable, Dict, Generator, Iterable, List, Optional, Sequence,
                     Tuple, Union)
 
-from . import kernel_check, plan_store
+from . import kernel_check, plan_store, result_check
 from ._loader import ops as _ops
 from mxdeconv._core.env import env_word
 from mxdeconv._core.errors import KernelDefectWarning, MXNetError
@@ -90,6 +90,13 @@ UNIT_CALLS = 4
 #: The most calls a prepared call serves between two visits to the planner
 #: while its layer is tuned (a tiny layer's unit can cost thousands of calls).
 MAX_SERVED = 100_000
+#: From this many multiply-adds per pass, a new layer's first call runs
+#: oneDNN's first candidate *provisionally*: its result is checked on sampled
+#: elements (:mod:`mxdeconv.onednn.result_check`, a few percent of the call)
+#: instead of the kernel check's extra run of the plan (more than the call
+#: itself on a big layer), and the kernel check runs on the layer's next call.
+#: Below it the kernel check costs about as little, and runs at once.
+PROVISIONAL_MACS = 64_000_000
 
 
 def _env_tuning() -> Tuple[bool, bool]:
@@ -118,6 +125,19 @@ def set_tuning(enabled: bool) -> bool:
     Calls from then on use the plans of the new setting (both are kept)."""
     global tuning_on
     previous, tuning_on = tuning_on, _flag("set_tuning", enabled)
+    return previous
+
+
+_provisional_on = env_word("MXDECONV_PROVISIONAL", "on") == "on"
+
+
+def set_provisional(enabled: bool) -> bool:
+    """Let a big layer's first call run oneDNN's first candidate with its result
+    checked on sampled elements, the kernel check following on the next call
+    (True, the default); or run the kernel check before the first call (False;
+    also ``MXDECONV_PROVISIONAL=0``).  Returns the old value."""
+    global _provisional_on
+    previous, _provisional_on = _provisional_on, _flag("set_provisional", enabled)
     return previous
 
 
@@ -169,14 +189,23 @@ class Choice:
     #: The candidate's variant and its layouts' text (Candidate.variant and
     #: .layouts): _rebuild enumerates that variant only.  None: unknown.
     found_at: Optional[Tuple[Tuple[Any, ...], str]] = None
+    #: Not yet through the kernel check: each result is checked on sampled
+    #: elements until the key's next visit to the planner runs it (_confirm).
+    provisional: bool = False
+    key: Optional[tuple] = field(default=None, repr=False)  # the planner key
 
     def verdict(self) -> str:
         """What explain() prints: the choice, the check, the alternatives."""
         if self.index is None:
             return f"no oneDNN plan: {self.reason}"
-        text = (f"{self.how}: {self.impl} on {self.threads} thread(s), checked on this "
-                f"geometry against the NumPy path (exact small-integer inputs) and agreed "
-                f"({self.seconds * 1e3:.1f} ms to choose)")
+        if self.provisional:
+            text = (f"{self.how}: {self.impl} on {self.threads} thread(s), provisional: "
+                    f"its results are checked on sampled elements until the kernel check "
+                    f"(exact small-integer inputs) runs on this layer's next call")
+        else:
+            text = (f"{self.how}: {self.impl} on {self.threads} thread(s), checked on this "
+                    f"geometry against the NumPy path (exact small-integer inputs) and "
+                    f"agreed ({self.seconds * 1e3:.1f} ms to choose)")
         if self.tuner is not None:
             text += (f"; tuning on this layer's calls: {self.tuner.steps} step(s), "
                      f"{self.tuner.seconds * 1e3:.1f} ms so far")
@@ -205,17 +234,21 @@ _warned: set = set()
 def _warn(candidate: Any, geom: DeconvGeometry, reason: str) -> None:
     if isinstance(reason, kernel_check.Unverifiable):
         return  # not a verdict on the kernel: the check cannot see its errors here
-    key = (candidate.impl, candidate.family, candidate.bias_fused,
-           getattr(candidate, "act_type", None), getattr(candidate, "act_fused", False), geom)
+    _warn_once((candidate.impl, candidate.family, candidate.bias_fused,
+                getattr(candidate, "act_type", None), getattr(candidate, "act_fused", False),
+                geom), repr(candidate), geom, reason)
+
+
+def _warn_once(key: tuple, name: str, geom: DeconvGeometry, reason: str) -> None:
     if key in _warned:
         return
     _warned.add(key)
     warnings.warn(KernelDefectWarning(
-        f"oneDNN kernel {candidate!r} gave a wrong result on data {geom.data_shape} -> "
+        f"oneDNN kernel {name} gave a wrong result on data {geom.data_shape} -> "
         f"{geom.out_shape}, kernel={geom.param.kernel}, stride={geom.param.stride}, "
         f"dilate={geom.param.dilate}, pad_l={geom.pad_l}, pad_r={geom.pad_r}, "
         f"num_group={geom.param.num_group}, bias={geom.bias_shape is not None}: {reason}; "
-        "another plan is used instead"), stacklevel=2)
+        "another plan is used instead"), stacklevel=3)
 
 
 # -- what a plan costs, end to end ------------------------------------------------
@@ -746,17 +779,27 @@ def _start_tuning(key: tuple, geom: DeconvGeometry, candidates: Callable[..., It
 
 
 def _first_choice(key: tuple, geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
-                  check: Callable[[Any], Optional[str]]) -> Tuple[Choice, Any]:
+                  check: Callable[[Any], Optional[str]], provisional: bool = False
+                  ) -> Tuple[Choice, Any]:
     """The first correct candidate on the caller's threads and its plan (kept
-    on disk with tuning on: a later process skips the check)."""
+    on disk with tuning on: a later process skips the check).  ``provisional``:
+    the first candidate that builds, unchecked (see PROVISIONAL_MACS)."""
     threads = _ops.get_num_threads()
     suspect = _known_suspect(geom) if key[0] == "forward" else None
-    candidate, plan, rejected = _first_correct(geom, candidates, check, threads,
-                                               suspect=suspect)
+    with _refused_lock:
+        skip = {index for index, on in _refused.get(key, ()) if on == threads}
+    if provisional and not skip:
+        candidate, plan, rejected = _first_correct(geom, candidates, lambda plan: None,
+                                                   threads, suspect=suspect)
+    else:
+        candidate, plan, rejected = _first_correct(geom, candidates, check, threads, skip,
+                                                   suspect=suspect)
+        provisional = False
     choice = Choice(None if candidate is None else candidate.index, threads,
                     "" if candidate is None else candidate.impl, rejected=rejected,
-                    found_at=None if candidate is None else _found_at(candidate))
-    if tuning_on and plan is not None:
+                    found_at=None if candidate is None else _found_at(candidate),
+                    provisional=provisional and plan is not None)
+    if tuning_on and plan is not None and not choice.provisional:
         _keep(key, geom, choice, False)
     return choice, plan
 
@@ -774,9 +817,10 @@ def _tuned_now(key: tuple, geom: DeconvGeometry, candidates: Callable[..., Itera
 
 def _choose(key: tuple, geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
             make_check: Callable[[], kernel_check.Check], costs: "_Costs",
-            cost: Callable[[Any], float]) -> Tuple[Choice, Any]:
-    """A new key's plan: the kept choice, else the first correct candidate;
-    unless tuned, with a tuner for the key's later calls (eager tuning,
+            cost: Callable[[Any], float], provisional: bool = False) -> Tuple[Choice, Any]:
+    """A new key's plan: the kept choice, else the first correct candidate
+    (``provisional``: the first that builds, see PROVISIONAL_MACS); unless
+    tuned, with a tuner for the key's later calls (eager tuning,
     MXDECONV_TUNE=eager, tunes to the end here instead)."""
     start = time.perf_counter()
     check = make_check()
@@ -787,8 +831,11 @@ def _choose(key: tuple, geom: DeconvGeometry, candidates: Callable[..., Iterable
         if choice is None and tuning_on and _eager:
             (choice, plan), tuned = _tuned_now(key, geom, candidates, check, costs, cost), True
         elif choice is None:
-            choice, plan = _first_choice(key, geom, candidates, check)
-        if tuning_on and plan is not None and not tuned:
+            choice, plan = _first_choice(key, geom, candidates, check,
+                                         provisional and not _eager)
+        if choice.provisional:
+            pass  # checked, kept and tuned from its next call on (_confirm)
+        elif tuning_on and plan is not None and not tuned:
             agreed = [(choice.index, choice.threads)]
             if _eager:  # a first choice kept from an earlier run: tune it now
                 tuned_choice, tuned_plan = _tuned_now(key, geom, candidates, check, costs,
@@ -806,6 +853,7 @@ def _choose(key: tuple, geom: DeconvGeometry, candidates: Callable[..., Iterable
     finally:
         _ops.release_timing_buffers()
     choice.seconds = time.perf_counter() - start
+    choice.key = key
     if plan is None and not choice.reason:
         choice.reason = "; ".join(f"{c}: {r}" for c, r in choice.rejected) or (
             f"oneDNN {_ops.onednn_version()} has no {what} implementation for this geometry "
@@ -819,11 +867,15 @@ def _same(one: Choice, other: Choice) -> bool:
 
 def _plan(key: tuple, geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
           make_check: Callable[[], kernel_check.Check], costs: "_Costs",
-          cost: Callable[[Any], float]) -> Union[Any, Unavailable]:
+          cost: Callable[[Any], float], provisional: bool = False) -> Union[Any, Unavailable]:
     plan = _ops.cache(key)
-    if plan is not None and (type(plan) is Unavailable or plan.verdict.tuner is None):
+    if plan is not None and (type(plan) is Unavailable or (
+            plan.verdict.tuner is None and not plan.verdict.provisional)):
         return plan
     choice = _choices.get(key)
+    if choice is not None and choice.provisional:  # its next call: the kernel check
+        choice = _confirm(key, geom, candidates, make_check, costs, cost, choice,
+                          plan if plan is not None and plan.verdict is choice else None)
     if choice is not None:
         if choice.tuner is not None:  # being tuned on its calls: one unit, perhaps
             choice.tuner.step()
@@ -835,10 +887,14 @@ def _plan(key: tuple, geom: DeconvGeometry, candidates: Callable[..., Iterable[A
             if plan is None:  # its candidate is not where it was: choose again
                 choice = None
     if choice is None:
-        choice, plan = _choose(key, geom, candidates, make_check, costs, cost)
+        choice, plan = _choose(key, geom, candidates, make_check, costs, cost, provisional)
         if choice.transient:
             return Unavailable(choice.verdict())
         _choices.put(key, choice)
+        if choice.provisional:
+            with _refused_lock:
+                _unconfirmed[key] = lambda: _confirm(key, geom, candidates, make_check,
+                                                     costs, cost, choice, None)
     if plan is None:
         unavailable = Unavailable(choice.verdict())
         _ops.cache_put(key, unavailable)
@@ -851,10 +907,88 @@ def _plan(key: tuple, geom: DeconvGeometry, candidates: Callable[..., Iterable[A
 def settled(plan: Any) -> bool:
     """Whether ``plan`` (a forward plan or BackwardPlans) is final: not a first
     choice whose layer is still tuned on its calls (a prepared call of such a
-    plan serves only until the next unit is due: :func:`serve`)."""
+    plan serves only until the next unit is due: :func:`serve`), nor a
+    provisional one."""
     if isinstance(plan, BackwardPlans):
         return settled(plan.data) and settled(plan.weights)
-    return plan.verdict.tuner is None
+    return plan.verdict.tuner is None and not plan.verdict.provisional
+
+
+def provisional(plan: Any) -> bool:
+    """Whether a pass's plan (not BackwardPlans) is provisional: each of its
+    results must pass :mod:`~mxdeconv.onednn.result_check` (then
+    :func:`refuse` it if one does not)."""
+    return plan.verdict.provisional
+
+
+#: Provisional choices' confirmations, for finish_tuning (by key).
+_unconfirmed: Dict[tuple, Callable[[], Any]] = {}
+#: Keys whose provisional choice was refused, with the (candidate index,
+#: threads) refused: they are chosen with the kernel check from then on.
+_refused: Dict[tuple, set] = {}
+_refused_lock = threading.RLock()  # also held while a provisional choice is confirmed
+
+
+def _confirm(key: tuple, geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
+             make_check: Callable[[], kernel_check.Check], costs: "_Costs",
+             cost: Callable[[Any], float], choice: Choice, plan: Any) -> Optional[Choice]:
+    """Run the kernel check on a provisional choice (``plan``: its plan on this
+    thread, or None): the choice, now checked, kept and tuned as a first
+    correct candidate is; or None when the check refused it (choose again)."""
+    with _refused_lock:
+        if not choice.provisional or _choices.get(key) is not choice:
+            return _choices.get(key)  # another thread confirmed or refused it meanwhile
+        _unconfirmed.pop(key, None)
+        begun = time.perf_counter()
+        check = make_check()
+        try:
+            with _ops.using_threads(choice.threads):
+                if plan is None:
+                    plan = _rebuild(choice, candidates)
+                reason = ("its candidate is no longer where it was" if plan is None
+                          else check(plan))
+        except kernel_check.CheckUnavailable:
+            _unconfirmed[key] = lambda: _confirm(key, geom, candidates, make_check, costs,
+                                                 cost, choice, None)
+            return choice  # no verdict for now: still provisional, its results checked
+        except MXNetError as error:
+            reason = str(error)
+        finally:
+            _ops.release_timing_buffers()
+        if reason is not None:
+            _refuse(choice, geom, reason)
+            return None
+        choice = dataclasses.replace(choice, provisional=False,
+                                     seconds=choice.seconds + time.perf_counter() - begun)
+        if tuning_on:
+            _keep(key, geom, choice, False)
+            if _eager:
+                tuned, tuned_plan = _tuned_now(key, geom, candidates, check, costs,
+                                               cost, [(choice.index, choice.threads)])
+                if tuned_plan is not None:
+                    choice = dataclasses.replace(tuned, key=key)
+            else:
+                choice.how += "; tuned on this layer's later calls"
+                choice.tuner = _start_tuning(key, geom, candidates, check, cost, costs,
+                                             choice)
+        _choices.put(key, choice)
+        return choice
+
+
+def _refuse(choice: Choice, geom: DeconvGeometry, reason: str) -> None:
+    with _refused_lock:
+        _warn_once((choice.impl, "provisional", choice.threads, choice.key), choice.impl,
+                   geom, reason)
+        _refused.setdefault(choice.key, set()).add((choice.index, choice.threads))
+        if _choices.get(choice.key) is choice:
+            _choices.put(choice.key, None)  # the next visit chooses again, checked
+
+
+def refuse(plan: Any, geom: DeconvGeometry, reason: str) -> None:
+    """A provisional plan's result disagreed (``reason``): warn once, and choose
+    the key's plan again with the kernel check, without this candidate (the
+    caller prepares the call again and runs it again)."""
+    _refuse(plan.verdict, geom, reason)
 
 
 def _tuners(plan: Any, seconds: float) -> List[Tuple[_Tuner, float]]:
@@ -889,20 +1023,37 @@ def serve(plan: Any, seconds: float) -> int:
 
 
 def pending() -> int:
-    """How many layer passes are still being tuned on their calls."""
+    """How many layer passes are still being tuned on their calls (or are
+    provisional, their kernel check still to run)."""
+    with _refused_lock:
+        unconfirmed = len(_unconfirmed)
     with _pending_lock:
-        return len(_pending)
+        return len(_pending) + unconfirmed
 
 
 def finish_tuning() -> int:
-    """Tune every layer pass still being tuned on its calls to the end, now
-    (for a server: run each layer once, then call this before serving); their
-    next calls use the tuned plans.  Returns how many were finished."""
+    """Check every provisional layer pass and tune every layer pass still being
+    tuned on its calls to the end, now (for a server: run each layer once,
+    then call this before serving); their next calls use the tuned plans.
+    Returns how many were finished."""
+    with _refused_lock:
+        confirmations = list(_unconfirmed.values())
+        _unconfirmed.clear()
+    for confirm in confirmations:
+        confirm()
     with _pending_lock:
         tuners = list(_pending.items())
     for _, tuner in tuners:
         tuner.finish()
-    return len(tuners)
+    return max(len(tuners), len(confirmations))
+
+
+def _may_be_provisional(geom: DeconvGeometry, dtype: str) -> bool:
+    """Whether a new key's first call may run provisionally (PROVISIONAL_MACS):
+    float32 (result_check's bound is float32's), a big layer, and the
+    feature on (set_provisional)."""
+    return (_provisional_on and dtype == "float32"
+            and result_check.pass_macs(geom) >= PROVISIONAL_MACS)
 
 
 def _only(variant: Optional[tuple]) -> Dict[str, Any]:
@@ -933,7 +1084,8 @@ def forward_plan(geom: DeconvGeometry, dtype: str, training: bool, accumulate: b
         make_check = lambda: kernel_check.forward_check(  # noqa: E731
             geom, dtype, accumulate, act_type)
     return _plan(key, geom, candidates, make_check, costs,
-                 lambda plan: _forward_cost(costs, plan, training, accumulate))
+                 lambda plan: _forward_cost(costs, plan, training, accumulate),
+                 _may_be_provisional(geom, dtype) and act_type is None and not accumulate)
 
 
 @dataclass(frozen=True)
@@ -954,14 +1106,16 @@ def backward_plans(geom: DeconvGeometry, dtype: str) -> Union[BackwardPlans, Una
                     lambda variant=None: (c for c in _ops.backward_weights_candidates(
                         geom, dtype, **_only(variant)) if not defective(c)),
                     lambda: kernel_check.backward_weights_check(geom, dtype), weights_costs,
-                    lambda plan: _backward_weights_cost(weights_costs, plan))
+                    lambda plan: _backward_weights_cost(weights_costs, plan),
+                    _may_be_provisional(geom, dtype))
     if isinstance(weights, Unavailable):
         return weights
     data = _plan(("backward_data", geom, dtype, threads, tuning_on), geom,
                  lambda variant=None: _ops.backward_data_candidates(
                      geom, dtype, **_only(variant)),
                  lambda: kernel_check.backward_data_check(geom, dtype), data_costs,
-                 lambda plan: _backward_data_cost(data_costs, plan, weights.diff_dst))
+                 lambda plan: _backward_data_cost(data_costs, plan, weights.diff_dst),
+                 _may_be_provisional(geom, dtype))
     if isinstance(data, Unavailable):
         return data
     return BackwardPlans(data, weights)
@@ -981,5 +1135,8 @@ def clear_choices() -> None:
     _choices.clear()
     _warned.clear()
     _store.clear()
+    with _refused_lock:
+        _refused.clear()
+        _unconfirmed.clear()
     with _pending_lock:
         _pending.clear()

@@ -25,7 +25,7 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from mxdeconv.semantics import activations
-from . import activation, numpy_impl, onednn_impl, registry
+from . import activation, numpy_impl, onednn_impl, provisional, registry
 from mxdeconv.onednn import planner
 from mxdeconv.autograd import tape
 from mxdeconv._core.errors import MXNetError
@@ -110,15 +110,17 @@ def full_forward(key: Any, data: Any, weight: Any, bias: Any, out: Optional[NDAr
     tape.check_not_in_place("out", out, out_aliased, (call.data, call.weight, call.bias))
     call.accumulate = req == "add" and not out_aliased
     impl = OPERATOR.select(call)
+    onednn = impl.name == registry.ONEDNN
     if out_aliased:
-        result = store_result(impl.forward(call, None, "write"), out, req)
-    elif key is not None and impl.name == registry.ONEDNN:
+        result = store_result(provisional.forward(impl, call, None, "write", OPERATOR.select)
+                              if onednn else impl.forward(call, None, "write"), out, req)
+    elif key is not None and onednn and not planner.provisional(call.plan):
         prepared = _exec.PreparedForward(call.plan, call.training, call.accumulate, req,
                                          act_type, _record)
         return _run_prepared(key, prepared, call.plan, lambda: prepared.run(
             call.data, call.weight, call.bias, out, params))
-    elif impl.name == registry.ONEDNN:
-        result = _run_timed(call.plan, lambda: impl.forward(call, out, req))
+    elif onednn:  # timed for the tuner; a provisional plan's result checked
+        result = provisional.forward(impl, call, out, req, OPERATOR.select)
     else:
         result = impl.forward(call, out, req)
     return _record(result, (call.data, call.weight, call.bias), params, act_type)
@@ -137,15 +139,6 @@ def _run_prepared(key: Any, prepared: Any, plan: Any, run: Callable[[], Any]) ->
     result = run()
     prepared.serving.generation = planner.settlements
     prepared.serving.calls_left = planner.serve(plan, time.perf_counter() - begun)
-    return result
-
-
-def _run_timed(plan: Any, run: Callable[[], Any]) -> Any:
-    """Run a oneDNN call with no prepared call (``run``); while ``plan`` is
-    tuned on its calls, the call earns its share of the tuning."""
-    begun = time.perf_counter()
-    result = run()
-    planner.ran(plan, time.perf_counter() - begun)
     return result
 
 
@@ -307,10 +300,14 @@ def full_backward(key: Any, out_grad: Any, data: Any, weight: Any, bias: Any, re
     if all(r == "null" for r in reqs):
         return (None, None, None)
     impl = OPERATOR.select(call)
+    onednn = impl.name == registry.ONEDNN
+    checked = onednn and provisional.provisional_backward(call)
     # A target sharing memory with an input, or with another target, would be
     # written while the other passes still read it: such targets get fresh
-    # results, written or added once every pass has run.
-    late: List[Optional[NDArray]] = [None, None, None]
+    # results, written or added once every pass has run.  So do req='add'
+    # targets of a provisional pass (its results are checked before use).
+    late: List[Optional[NDArray]] = [
+        g if checked and r == "add" else None for g, r in zip(grads, reqs)]
     if grads[0] is not None or grads[1] is not None or grads[2] is not None:
         inputs = (out_grad, call.data, call.weight)
         for i, grad in enumerate(grads):
@@ -320,15 +317,17 @@ def full_backward(key: Any, out_grad: Any, data: Any, weight: Any, bias: Any, re
     if late[0] is not None or late[1] is not None or late[2] is not None:
         run_grads = [None if t is not None else g for g, t in zip(grads, late)]
         run_reqs = ["write" if t is not None else r for r, t in zip(reqs, late)]
-        results = impl.backward(call, out_grad, run_grads, run_reqs)
+        results = provisional.backward(impl, call, out_grad, run_grads, run_reqs,
+                                       OPERATOR.select) if onednn else \
+            impl.backward(call, out_grad, run_grads, run_reqs)
         results = tuple(res if t is None else store_result(res, t, r)
                         for res, t, r in zip(results, late, reqs))
-    elif key is not None and impl.name == registry.ONEDNN:
+    elif key is not None and onednn and not checked:
         prepared = _exec.PreparedBackward(call.plan.data, call.plan.weights, tuple(reqs))
         return _run_prepared(key, prepared, call.plan, lambda: prepared.run(
             out_grad, call.data, call.weight, tuple(grads)))
-    elif impl.name == registry.ONEDNN:
-        results = _run_timed(call.plan, lambda: impl.backward(call, out_grad, grads, reqs))
+    elif onednn:  # timed for the tuner; a provisional pass's results checked
+        results = provisional.backward(impl, call, out_grad, grads, reqs, OPERATOR.select)
     else:
         results = impl.backward(call, out_grad, grads, reqs)
     return tuple(None if r == "null" else res for res, r in zip(results, reqs))
