@@ -10,7 +10,12 @@ its output agreed with an independent computation on the real geometry
 
 * **First call**: the first candidate that agrees runs right away (oneDNN's own
   first choice when it is correct; candidates of a kernel known to be wrong on
-  some layers, :func:`_known_suspect`, are tried last).
+  some layers, :func:`_known_suspect`, are tried last).  On a big layer
+  (PROVISIONAL_MACS) the first candidate runs *provisionally*: its result is
+  returned once :mod:`~mxdeconv.onednn.result_check` agreed with it on sampled
+  elements, and the kernel check runs on the layer's next call (_confirm); a
+  result that disagrees refuses the plan (:func:`refuse`), and the call is
+  planned again, checked, and run again.
 * **Later calls** (tuning on, the default): a :class:`_Tuner` times the
   candidates *end to end for the mode* (the primitives plus the reorders the
   call implies: default-layout inputs into the plan's layouts, results back,
