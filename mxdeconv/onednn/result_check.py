@@ -265,14 +265,15 @@ def forward_result(geom: DeconvGeometry, data: np.ndarray, weight: np.ndarray,
             want[rows] = 0.0
             allowed[rows] = _TINY
             continue
-        # Input columns (S, taps, C) -> (G, S, in_group * taps), zero where no pixel.
+        # Input columns (S, taps, C) -> (G, S, taps * in_group), zero where no pixel.
         cols = x[images[rows, None], :, pixels[rows][:, tap_list]]
         cols[~inside[rows][:, tap_list]] = 0  # (not a product: NaN * 0 is NaN)
         cols = cols.reshape(len(rows), len(tap_list), groups, in_group)
-        cols = np.ascontiguousarray(cols.transpose(2, 0, 3, 1)).reshape(
-            groups, len(rows), in_group * len(tap_list))
-        kernel = np.ascontiguousarray(w[:, :, :, tap_list].transpose(0, 1, 3, 2)).reshape(
-            groups, in_group * len(tap_list), out_group)
+        cols = np.ascontiguousarray(cols.transpose(2, 0, 1, 3)).reshape(
+            groups, len(rows), len(tap_list) * in_group)
+        # The phase's taps of the weight, (G, taps * in_group, O): one copy.
+        kernel = w.transpose(0, 3, 1, 2)[:, tap_list].reshape(
+            groups, len(tap_list) * in_group, out_group)
         product = np.matmul(cols, kernel)  # (G, S, O)
         norms = (_norms(cols, "gsk,gsk->gs")[:, :, None]
                  * _norms(kernel, "gko,gko->go")[:, None, :]).astype(np.float64)
