@@ -206,8 +206,13 @@ def measure(repeats: int, threads: int, mxnet_python: Path,
             for figure, seconds in result.items():
                 samples.setdefault(row, {}).setdefault(figure, []).append(seconds)
 
+    order = list(contenders.items())
     for repeat in range(repeats):
-        for name, python in contenders.items():  # interleaved, run by run
+        # Interleaved run by run, each round starting one contender later: on a
+        # small VM a process runs slower right after a big one, and no
+        # contender should always follow the same one.
+        shift = repeat % len(order)
+        for name, python in order[shift:] + order[:shift]:
             if name == "mxdeconv":
                 cache = tempfile.mkdtemp(prefix="mxdeconv-cold-")
                 env = dict(base, MXDECONV_CACHE_DIR=cache)
