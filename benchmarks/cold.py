@@ -9,8 +9,11 @@ contenders interleaved run by run), for mxdeconv, PyTorch and MXNet 1.9.1:
 * ``first forward`` / ``first backward``: the first calls of a new layer
   (DCGAN 512 -> 256, 4x4 -> 8x8, k4 s2 p1, bias, batch 32), then the second
   forward.  mxdeconv twice: with an empty plan cache (a new machine: the
-  planner tunes) and with the cache the first run filled (a new process on a
-  tuned machine: the kept choice is checked again).
+  first calls run provisionally, their results checked, and the second
+  forward runs the kernel check) and with the cache the first run filled (a
+  new process on the same machine: the kept forward choice is taken as is;
+  the backward, called once before, was never confirmed and is provisional
+  again).
 * ``train 30 steps``: a 3-layer Conv2DTranspose generator (128 -> 64 -> 32 -> 3,
   4x4 -> 32x32, batch 8, bias, relu/relu/tanh) trained with autograd and plain
   SGD for 30 steps on a fresh machine (empty plan cache), end to end, and its
