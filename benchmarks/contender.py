@@ -22,12 +22,16 @@ MODE_LABELS: Dict[str, str] = {
     "fwd_infer": "fwd (infer)",
     "fwd_infer_asnumpy": "fwd (infer)+asnumpy",
     "bwd": "bwd",
+    "bwd_data": "bwd data only",
+    "bwd_weights": "bwd weights only",
     "fwd_bwd": "fwd+bwd",
 }
 MODES: Tuple[str, ...] = tuple(MODE_LABELS)
-#: Modes whose work is the backward FLOP count on top of (or instead of) the forward.
+#: Each mode's work in forward passes (every pass has as many multiply-adds):
+#: "bwd" is both backward passes, "bwd_data" and "bwd_weights" one of them
+#: (the other's gradients not asked for), so each has its own % of peak.
 FLOP_FACTOR: Dict[str, int] = {"fwd_train": 1, "fwd_infer": 1, "fwd_infer_asnumpy": 1,
-                               "bwd": 2, "fwd_bwd": 3}
+                               "bwd": 2, "bwd_data": 1, "bwd_weights": 1, "fwd_bwd": 3}
 
 ContextFactory = Callable[[], ContextManager[object]]
 #: A step, or a step and a context entered once around each timed block.

@@ -73,11 +73,13 @@ class TorchPeer:
 
         recorded = {}
 
-        def backward() -> Any:
+        def backward(wanted: Any = leaves) -> Any:
+            # Only the gradients asked for are computed (the engine passes
+            # convolution_backward an output mask): "bwd_data", "bwd_weights".
             if "out" not in recorded:
                 with torch.enable_grad():
                     recorded["out"] = forward_train()
-            return torch.autograd.grad(recorded["out"], leaves, out_grad, retain_graph=True)
+            return torch.autograd.grad(recorded["out"], wanted, out_grad, retain_graph=True)
 
         def forward_backward() -> Any:
             return torch.autograd.grad(forward_train(), leaves, out_grad)
@@ -87,6 +89,8 @@ class TorchPeer:
             "fwd_infer": (forward, torch.inference_mode),
             "fwd_infer_asnumpy": (lambda: forward().numpy(), torch.inference_mode),
             "bwd": (backward, torch.enable_grad),
+            "bwd_data": (lambda: backward(leaves[:1]), torch.enable_grad),
+            "bwd_weights": (lambda: backward(leaves[1:]), torch.enable_grad),
             "fwd_bwd": (forward_backward, torch.enable_grad),
         }, modes)
 

@@ -27,7 +27,8 @@ RATIOS: Tuple[Tuple[str, str], ...] = (
 #: Conventions, printed under the tables and stored in the JSON.
 NOTES = {
     "flops": "FLOPs = 2*N*C_in*prod(in_spatial)*(C_out/groups)*prod(kernel) per forward, "
-             "bwd = 2x, fwd+bwd = 3x; this counts products cropped away by pad, which a "
+             "bwd = 2x (bwd data only and bwd weights only: 1x each, the other "
+             "pass's gradients not asked for), fwd+bwd = 3x; this counts products cropped away by pad, which a "
              "direct algorithm skips, so GFLOP/s and %peak overstate the arithmetic done "
              "by 1/useful_fraction (shown per layer) and %peak can exceed 100%",
     "raw": "raw = mxdeconv.ops.bench_hooks.raw_{forward,backward}_seconds (the cached oneDNN "

@@ -150,6 +150,10 @@ def shape_text(shape: Sequence[int]) -> str:
     return "x".join(str(d) for d in shape)
 
 
+def _peak_text(pct: Optional[float]) -> str:
+    return "" if pct is None else f" at {pct:.{0 if pct >= 10 else 1}f}% of peak"
+
+
 def case_header(record: Dict[str, Any]) -> List[str]:
     case = record["case"]
     kw = ", ".join(f"{k}={tuple(v) if isinstance(v, list) else v}"
@@ -171,10 +175,15 @@ def case_header(record: Dict[str, Any]) -> List[str]:
     elif check.get("note"):
         lines.append(f"   check: {check['note']}")
     chosen = record["info"].get(report.SUBJECT, {}).get("plans", {})
+    pct = record["pct_peak"].get(report.SUBJECT, {})
     for mode, passes in chosen.items():
         if isinstance(passes, dict) and "forward" in passes:
+            # Each pass's plan beside the % of peak of the mode that runs it alone.
+            alone = {"forward": "fwd_train" if mode == "training" else "fwd_infer",
+                     "backward_data": "bwd_data", "backward_weights": "bwd_weights"}
             lines.append(f"   plans ({mode}): " + "; ".join(
-                f"{name.replace('_', ' ')} {p['impl']} x{p['threads']} ({p['how']}, "
+                f"{name.replace('_', ' ')} {p['impl']} x{p['threads']}"
+                f"{_peak_text(pct.get(alone.get(name, '')))} ({p['how']}, "
                 f"{p['choose_s'] * 1e3:.0f} ms to choose)" for name, p in passes.items()))
     taken = record["info"].get("cpu_taken_by_others") or {}
     if disturbance(record) > FOREIGN_LOAD_WARNING:

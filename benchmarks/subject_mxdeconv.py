@@ -146,8 +146,8 @@ class MXDeconvAPI:
         def forward(mode: str) -> Any:
             return nd.Deconvolution(*per_mode[mode], **kwargs)
 
-        def backward(mode: str) -> Any:
-            return nd.Deconvolution_backward(out_grad, *per_mode[mode], **kwargs)
+        def backward(mode: str, req: Any = "write") -> Any:
+            return nd.Deconvolution_backward(out_grad, *per_mode[mode], req=req, **kwargs)
 
         def forward_backward() -> None:
             forward("fwd_bwd").wait_to_read()
@@ -158,6 +158,10 @@ class MXDeconvAPI:
             "fwd_infer": (lambda: forward("fwd_infer").wait_to_read(), infer),
             "fwd_infer_asnumpy": (lambda: forward("fwd_infer_asnumpy").asnumpy(), infer),
             "bwd": (lambda: wait_all(backward("bwd")), train),
+            "bwd_data": (lambda: wait_all(backward("bwd_data", ["write", "null", "null"])),
+                         train),
+            "bwd_weights": (lambda: wait_all(backward("bwd_weights",
+                                                      ["null", "write", "write"])), train),
             "fwd_bwd": (forward_backward, train),
         }
         prepared = prepare_steps(steps, modes)
