@@ -33,6 +33,15 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 PROBE_LIMIT_SECONDS = 1.0
 
 
+def _planner_of(mx: Any) -> Any:
+    """The planner module (``mxdeconv.onednn.planner``; ``mxdeconv.plans``
+    before the package was split into subpackages), or None."""
+    try:
+        return importlib.import_module("mxdeconv.onednn.planner")
+    except ImportError:
+        return getattr(mx, "plans", None)
+
+
 def import_mxdeconv() -> Tuple[Any, Optional[str]]:
     """``(module, None)`` or ``(None, reason)``; the repo root comes first on sys.path.
 
@@ -68,6 +77,8 @@ class MXDeconvAPI:
                        if not hasattr(self._mx, name)]
             missing += [f"nd.{name}" for name in ("Deconvolution", "Deconvolution_backward")
                         if not hasattr(self._mx.nd, name)]
+            if _planner_of(self._mx) is None:  # tuning could not be set: say so
+                missing.append("onednn.planner")
             if missing:
                 self._problem = f"missing (mxdeconv lacks {', '.join(missing)})"
             elif hasattr(self._mx, "set_num_threads"):
@@ -102,23 +113,23 @@ class MXDeconvAPI:
     def _mode(self, training: bool) -> Callable[[], Any]:
         """A context factory: this contender's implementation and training flag."""
         mx, impl = self._mx, self._impl
-
+        planner = _planner_of(mx)
         tuning = self._tuning
 
         @contextlib.contextmanager
         def scope() -> Iterator[None]:
             mx.set_training(training)
-            previous = mx.plans.set_tuning(tuning) if hasattr(mx, "plans") else None
+            previous = planner.set_tuning(tuning) if planner is not None else None
             # Steady state: a new layer is tuned to the end at its first
             # (untimed) call, not over its timed calls.
-            eager = getattr(getattr(mx, "plans", None), "set_eager_tuning", None)
+            eager = getattr(planner, "set_eager_tuning", None)
             previous_eager = eager(True) if eager is not None else None
             try:
                 with mx.use_impl(impl) if impl else contextlib.nullcontext():
                     yield
             finally:
                 if previous is not None:
-                    mx.plans.set_tuning(previous)
+                    planner.set_tuning(previous)
                 if previous_eager is not None:
                     eager(previous_eager)
         return scope
