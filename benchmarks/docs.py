@@ -110,6 +110,50 @@ def time_table(records: Sequence[Mapping[str, Any]]) -> List[str]:
     return lines
 
 
+#: Modes of the per-pass share of peak, with their headings.
+PASS_COLUMNS = (("fwd_infer", "fwd-i"), ("fwd_train", "fwd-t"), ("bwd_data", "bwd-d"),
+                ("bwd_weights", "bwd-w"), ("fwd_bwd", "f+b"))
+
+
+def _kernel(impl: Optional[str]) -> str:
+    """A plan's kernel, short: how oneDNN is asked (a deconvolution, or the
+    convolution it is made of run directly) and the kernel family, e.g.
+    ``bwd_data/jit`` or ``deconv/brgconv_strided``."""
+    if not impl:
+        return "-"
+    route, _, kernel = impl.rpartition("+")
+    route = route.split(":")[-1] if route.startswith("conv:") else "deconv"
+    return f"{route}/{kernel.split(':')[-2 if kernel.count(':') > 1 else 0]}"
+
+
+def peak_table(records: Sequence[Mapping[str, Any]]) -> List[str]:
+    """mxdeconv's share of the peak per pass (useful products only)."""
+    lines = ["mxdeconv, % of the fp32 peak (useful products) per pass",
+             f"{'layer':16s} {'batch':>5s}" + "".join(f"{h:>7s}" for _, h in PASS_COLUMNS)]
+    for record in records:
+        case = record["case"]
+        pct = record["pct_peak"].get(report.SUBJECT, {})
+        lines.append(f"{case['layer']:16s} {case['batch']:>5d}" + "".join(
+            f"{'-' if pct.get(m) is None else format(pct[m] * case['useful_fraction'], '.0f'):>7s}"
+            for m, _ in PASS_COLUMNS) + _flag(record))
+    return lines
+
+
+def kernel_table(records: Sequence[Mapping[str, Any]]) -> List[str]:
+    """The kernel each pass of a training step runs (route/kernel family)."""
+    lines = ["mxdeconv, the kernel of each pass of a training step (how oneDNN is asked/kernel)",
+             f"{'layer':16s} {'batch':>5s} " + " ".join(
+                 f"{h:19s}" for h in ("forward", "backward data", "backward weights"))]
+    for record in records:
+        case = record["case"]
+        plans = record["info"].get(report.SUBJECT, {}).get("plans", {}).get("training", {})
+        kernels = [_kernel(plans.get(name, {}).get("impl") if isinstance(plans, dict) else None)
+                   for name in ("forward", "backward_data", "backward_weights")]
+        lines.append(f"{case['layer']:16s} {case['batch']:>5d} "
+                     + " ".join(f"{k[:19]:19s}" for k in kernels))
+    return lines
+
+
 def speedup_table(records: Sequence[Mapping[str, Any]],
                   versions: Mapping[str, str]) -> List[str]:
     mx = f"over MXNet {versions.get('mxnet', '')}".strip()
@@ -217,7 +261,7 @@ def table_text(document: Mapping[str, Any]) -> str:
     records = document["cases"]
     flagged = any(_flag(r) == "!" for r in records)
     parts = [header_lines(document), summary_lines(records), time_table(records),
-             speedup_table(records, document.get("versions", {})) + missing_lines(records)
+             peak_table(records), kernel_table(records), speedup_table(records, document.get("versions", {})) + missing_lines(records)
              + (["! other processes took over 10% of the CPU while this case ran"]
                 if flagged else []),
              overhead_lines(document), check_line(records)]
