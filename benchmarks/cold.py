@@ -190,10 +190,16 @@ def _contenders(mxnet_python: Path, peers: bool) -> Dict[str, str]:
     return found
 
 
-def measure(repeats: int, threads: int, mxnet_python: Path,
+def default_mxnet_python() -> Path:
+    """MXNet's interpreter: ``$MXNET_VENV/bin/python``, else the repo's ``.venv-mxnet``."""
+    return Path(os.environ.get("MXNET_VENV") or REPO_ROOT / ".venv-mxnet") / "bin" / "python"
+
+
+def measure(repeats: int, threads: int, mxnet_python: Optional[Path] = None,
             peers: bool = True) -> Dict[str, Dict[str, float]]:
-    """{row: {figure: median seconds}}, each run a fresh process."""
-    contenders = _contenders(mxnet_python, peers)
+    """{row: {figure: median seconds}}, each run a fresh process (``mxnet_python``
+    None: :func:`default_mxnet_python`)."""
+    contenders = _contenders(mxnet_python or default_mxnet_python(), peers)
     base = dict(os.environ, OMP_NUM_THREADS=str(threads))
     # An installed package imports from bytecode caches: with writing them off
     # (some sandboxes set this) every import would compile its sources again,
@@ -252,8 +258,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                                      epilog=__doc__)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
-    parser.add_argument("--mxnet-python", type=Path, default=Path(
-        os.environ.get("MXNET_VENV") or REPO_ROOT / ".venv-mxnet") / "bin" / "python")
+    parser.add_argument("--mxnet-python", type=Path, default=default_mxnet_python())
     parser.add_argument("--json", type=Path, help="also write the medians here")
     parser.add_argument("--no-peers", action="store_true", help="mxdeconv alone")
     parser.add_argument("--worker", nargs=2, metavar=("NAME", "WHAT"), help=argparse.SUPPRESS)

@@ -115,15 +115,20 @@ PASS_COLUMNS = (("fwd_infer", "fwd-i"), ("fwd_train", "fwd-t"), ("bwd_data", "bw
                 ("bwd_weights", "bwd-w"), ("fwd_bwd", "f+b"))
 
 
+#: How oneDNN is asked for a pass, short: its deconvolution primitive, its
+#: convolution wrapper, or the convolution the pass is made of, run directly.
+ROUTES = {"deconv": "dc", "any": "any", "bwd_data": "bd", "fwd": "fw", "bwd_weights": "bw"}
+
+
 def _kernel(impl: Optional[str]) -> str:
-    """A plan's kernel, short: how oneDNN is asked (a deconvolution, or the
-    convolution it is made of run directly) and the kernel family, e.g.
-    ``bwd_data/jit`` or ``deconv/brgconv_strided``."""
+    """A plan's kernel, short: route/kernel family (ROUTES), e.g. ``bd/jit`` for
+    ``conv:bwd_data+jit:avx512_core`` or ``dc/brgconv_strided``."""
     if not impl:
         return "-"
     route, _, kernel = impl.rpartition("+")
     route = route.split(":")[-1] if route.startswith("conv:") else "deconv"
-    return f"{route}/{kernel.split(':')[-2 if kernel.count(':') > 1 else 0]}"
+    family = kernel.split(":")[-2 if kernel.count(":") > 1 else 0]
+    return f"{ROUTES.get(route, route)}/{family}"
 
 
 def peak_table(records: Sequence[Mapping[str, Any]]) -> List[str]:
@@ -141,7 +146,9 @@ def peak_table(records: Sequence[Mapping[str, Any]]) -> List[str]:
 
 def kernel_table(records: Sequence[Mapping[str, Any]]) -> List[str]:
     """The kernel each pass of a training step runs (route/kernel family)."""
-    lines = ["mxdeconv, the kernel of each pass of a training step (how oneDNN is asked/kernel)",
+    lines = ["mxdeconv, the kernel of each pass of a training step: route/kernel family",
+             "(route: dc deconvolution primitive, any its convolution wrapper; the",
+             "convolution run directly: bd backward data, fw forward, bw backward weights)",
              f"{'layer':16s} {'batch':>5s} " + " ".join(
                  f"{h:19s}" for h in ("forward", "backward data", "backward weights"))]
     for record in records:
