@@ -30,6 +30,7 @@ def runtime_lines() -> List[str]:
     did not load)."""
     import mxdeconv
     from mxdeconv._core import dtypes
+    from mxdeconv.onednn import planner
 
     info = mxdeconv.runtime_info()
     bf16 = ("yes (ml_dtypes)" if dtypes.bfloat16_available()
@@ -45,6 +46,9 @@ def runtime_lines() -> List[str]:
         ("plan cache", mxdeconv.plan_cache_path()
          or "memory only (MXDECONV_CACHE_DIR='', or no usable cache directory)"),
         ("tuning", "on" if mxdeconv.tuning_enabled() else "off (MXDECONV_TUNE=0)"),
+        ("first calls", "provisional on big layers: the result checked, the kernel check "
+         "on the next call" if planner.provisional_enabled() else
+         "the kernel check first (MXDECONV_PROVISIONAL=0)"),
         ("bfloat16", bf16),
     ]
     width = max(len(name) for name, _ in rows)

@@ -146,6 +146,11 @@ def set_provisional(enabled: bool) -> bool:
     return previous
 
 
+def provisional_enabled() -> bool:
+    """Whether big layers' first calls run provisionally (see set_provisional)."""
+    return _provisional_on
+
+
 def tuning() -> bool:
     """Whether new plans are tuned (see :func:`set_tuning`)."""
     return tuning_on
