@@ -240,3 +240,32 @@ def test_the_sampled_check_sees_the_fused_bias_defect_wherever_the_kernel_check_
         assert sampled is None or wrong, seen  # no false alarm on a right kernel
         assert sampled is not None or not wrong, seen
     assert seen, "oneDNN offered no fused-bias candidate"
+
+
+def test_threads_meeting_a_new_layer_together_all_get_right_results(provisional):
+    """Four threads make a new layer's first calls at once, then more: every
+    result is right, nothing raises, and the layer ends confirmed."""
+    import threading
+    data, weight, bias = layer_arrays(8)
+    expected = expected_k3s2p1(data, weight, bias)
+    barrier = threading.Barrier(4)
+    failures, results = [], []
+
+    def worker():
+        try:
+            barrier.wait()
+            for _ in range(3):
+                results.append(nd.Deconvolution(data, weight, bias, **PARAMS).asnumpy())
+        except Exception as error:  # noqa: BLE001 - reported below
+            failures.append(error)
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures, failures
+    assert len(results) == 12
+    for result in results:
+        np.testing.assert_allclose(result, expected, **TOL)
+    assert provisional["forward"] >= 1
+    assert not _forward_choice(data.shape).provisional
