@@ -198,6 +198,32 @@ def _flat_index(coordinates: Sequence[np.ndarray], shape: Sequence[int]) -> np.n
     return index
 
 
+def _layer_sizes(geom: DeconvGeometry) -> Tuple[int, int, int, int, int, int]:
+    """(groups, batch, in_channels, in_group, out_group, taps) of ``geom``."""
+    param = geom.param
+    groups = param.num_group
+    batch, in_channels = geom.data_shape[:2]
+    return (groups, batch, in_channels, in_channels // groups,
+            param.num_filter // groups, math.prod(param.kernel))
+
+
+def _tap_axes(kernel: Sequence[int]) -> List[np.ndarray]:
+    """Every kernel tap's coordinate along each axis, the last axis fastest
+    (the weight's order): one flat array per axis."""
+    grids = np.meshgrid(*[np.arange(k) for k in kernel], indexing="ij")
+    return [g.reshape(-1) for g in grids]
+
+
+def _where(images: np.ndarray, channels: int, flat: np.ndarray,
+           spatial: Sequence[int]) -> np.ndarray:
+    """(image, channel, *position) rows of the sampled elements: every
+    channel of each sampled (image, flat position), in that order."""
+    rows = np.stack(np.broadcast_arrays(images[:, None], np.arange(channels)[None],
+                                        flat[:, None]), axis=-1).reshape(-1, 3)
+    return np.concatenate([rows[:, :2], np.stack(np.unravel_index(rows[:, 2], spatial),
+                                                 axis=1)], axis=1)
+
+
 # -- forward ------------------------------------------------------------------------
 def _forward_taps(geom: DeconvGeometry, positions: np.ndarray
                   ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -215,10 +241,8 @@ def _forward_taps(geom: DeconvGeometry, positions: np.ndarray
         lands.append(on)
         exists.append(inside)
         coords.append(np.where(inside, source, 0))
-    # Every tap: the product over axes (the last axis fastest, as the weight's).
-    shape = tuple(param.kernel)
-    grids = np.meshgrid(*[np.arange(k) for k in shape], indexing="ij")
-    tap_axes = [g.reshape(-1) for g in grids]
+    # Every tap: the product over axes.
+    tap_axes = _tap_axes(param.kernel)
     land = np.ones((len(positions), len(tap_axes[0])), dtype=bool)
     inside = land.copy()
     pixel_axes = []
@@ -237,10 +261,7 @@ def forward_result(geom: DeconvGeometry, data: np.ndarray, weight: np.ndarray,
     every image) equal ``Deconvolution(data, weight, bias)`` within both
     computations' rounding bound, else why not.  Plain float32 arrays."""
     param = geom.param
-    groups = param.num_group
-    batch, in_channels = geom.data_shape[:2]
-    in_group, out_group = in_channels // groups, param.num_filter // groups
-    taps = math.prod(param.kernel)
+    groups, batch, in_channels, in_group, out_group, taps = _layer_sizes(geom)
     rng = np.random.default_rng(seed)
     landing = max(1, taps // math.prod(param.stride))
     count = _sample_count(geom, in_channels * out_group * landing, geom.spatial_out,
@@ -283,13 +304,8 @@ def forward_result(geom: DeconvGeometry, data: np.ndarray, weight: np.ndarray,
         channel_bias = bias.reshape(groups, out_group).astype(np.float64)
         want += channel_bias
         allowed += _gamma(in_group * taps + 1) * np.abs(channel_bias)
-    where = np.stack(np.broadcast_arrays(
-        images[:, None, None], (np.arange(groups)[:, None] * out_group
-                                + np.arange(out_group))[None], flat_out[:, None, None]),
-        axis=-1).reshape(-1, 3)
-    where = np.concatenate([where[:, :2], np.stack(np.unravel_index(
-        where[:, 2], geom.spatial_out), axis=1)], axis=1)
-    return _compare("forward", got, want, allowed, where)
+    return _compare("forward", got, want, allowed,
+                    _where(images, param.num_filter, flat_out, geom.spatial_out))
 
 
 # -- backward data -----------------------------------------------------------------
@@ -300,20 +316,15 @@ def backward_data_result(geom: DeconvGeometry, out_grad: np.ndarray, weight: np.
     positions of every image) equal the gradient of ``out_grad`` within both
     computations' rounding bound, else why not.  Plain float32 arrays."""
     param = geom.param
-    groups = param.num_group
-    batch, in_channels = geom.data_shape[:2]
-    in_group, out_group = in_channels // groups, param.num_filter // groups
-    taps = math.prod(param.kernel)
+    groups, batch, in_channels, in_group, out_group, taps = _layer_sizes(geom)
     rng = np.random.default_rng(seed)
     ones = (1,) * len(geom.spatial_in)
     count = _sample_count(geom, in_channels * out_group * taps, geom.spatial_in, ones)
     images, positions = _positions(geom.spatial_in, ones, batch, count, rng)
     # The output pixel each tap of each sampled input pixel reaches.
-    grids = np.meshgrid(*[np.arange(k) for k in param.kernel], indexing="ij")
-    tap_axes = [g.reshape(-1) for g in grids]
     inside = np.ones((count, taps), dtype=bool)
     pixel_axes = []
-    for axis, tap in enumerate(tap_axes):
+    for axis, tap in enumerate(_tap_axes(param.kernel)):
         reach = (positions[:, axis:axis + 1] * param.stride[axis] - geom.pad_l[axis]
                  + tap[None, :] * param.dilate[axis])
         ok = (reach >= 0) & (reach < geom.spatial_out[axis])
@@ -335,11 +346,8 @@ def backward_data_result(geom: DeconvGeometry, out_grad: np.ndarray, weight: np.
     flat_in = _flat_index([positions[:, a] for a in range(positions.shape[1])],
                           geom.spatial_in)
     got = data_grad.reshape(batch, in_channels, -1)[images, :, flat_in]  # (S, C_in)
-    where = np.stack(np.broadcast_arrays(images[:, None], np.arange(in_channels)[None],
-                                         flat_in[:, None]), axis=-1).reshape(-1, 3)
-    where = np.concatenate([where[:, :2], np.stack(np.unravel_index(
-        where[:, 2], geom.spatial_in), axis=1)], axis=1)
-    return _compare("backward data", got, want, allowed, where)
+    return _compare("backward data", got, want, allowed,
+                    _where(images, in_channels, flat_in, geom.spatial_in))
 
 
 # -- backward weights --------------------------------------------------------------
@@ -371,10 +379,7 @@ def backward_weights_result(geom: DeconvGeometry, data: np.ndarray, out_grad: np
     gradients of ``out_grad`` within both computations' rounding bound, else
     why not.  Either gradient may be None (not computed).  Plain float32."""
     param = geom.param
-    groups = param.num_group
-    batch, in_channels = geom.data_shape[:2]
-    in_group, out_group = in_channels // groups, param.num_filter // groups
-    taps = math.prod(param.kernel)
+    groups, batch, in_channels, in_group, out_group, taps = _layer_sizes(geom)
     pixels = math.prod(geom.spatial_in)
     terms = batch * pixels
     rng = np.random.default_rng(seed)
