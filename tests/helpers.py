@@ -7,6 +7,7 @@ pyproject.toml's ``[tool.pytest.ini_options]``.
 """
 import importlib.util
 import os
+import threading
 import warnings
 from pathlib import Path
 
@@ -110,3 +111,27 @@ def replay_gradients(case, grads, rtol):
     for arr, expected in zip(arrays, grads):
         np.testing.assert_allclose(arr.grad.asnumpy(), expected, rtol=rtol, atol=1e-6,
                                    err_msg=case["label"])
+
+
+def run_threads(worker, count, timeout=120.0):
+    """Run ``worker(i)`` on ``count`` threads at once; their results, or an
+    AssertionError naming the first failure (or a thread still running after
+    ``timeout`` seconds)."""
+    errors, done = [], []
+
+    def wrapped(i):
+        try:
+            done.append(worker(i))
+        except BaseException as error:  # noqa: BLE001 - reported below
+            errors.append((i, error))
+
+    threads = [threading.Thread(target=wrapped, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=timeout)
+    assert not any(t.is_alive() for t in threads), "a thread hung"
+    if errors:
+        raise AssertionError(f"{len(errors)} thread(s) failed, first: {errors[0]!r}") \
+            from errors[0][1]
+    return done

@@ -12,7 +12,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import threading
 import warnings
 
 import numpy as np
@@ -22,7 +21,7 @@ import mxdeconv
 from mxdeconv import KernelDefectWarning, _ops, autograd, nd
 from mxdeconv.onednn import planner as plans
 from mxdeconv.semantics.attributes import infer_geometry, parse_params
-from helpers import expected_k3s2p1, layer_arrays
+from helpers import expected_k3s2p1, layer_arrays, run_threads
 from planted import WrongCandidate, WrongPlan
 from reference import reference_backward
 
@@ -195,21 +194,12 @@ def test_finish_tuning_settles_every_pending_pass():
 def test_threads_calling_a_layer_while_it_is_tuned_all_get_right_results(a_unit_per_call):
     data, weight, bias = layer_arrays(6)
     expected = expected_k3s2p1(data, weight, bias)
-    errors = []
 
-    def worker():
-        try:
-            for _ in range(60):
-                out = nd.Deconvolution(data, weight, bias, **PARAMS)
-                np.testing.assert_allclose(out.asnumpy(), expected, **TOL)
-        except Exception as error:  # noqa: BLE001
-            errors.append(error)
-    threads = [threading.Thread(target=worker) for _ in range(3)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert not errors, errors[0]
+    def worker(_):
+        for _ in range(60):
+            out = nd.Deconvolution(data, weight, bias, **PARAMS)
+            np.testing.assert_allclose(out.asnumpy(), expected, **TOL)
+    run_threads(worker, 3)
 
 
 def test_a_new_process_takes_the_kept_first_choice_without_a_check(tmp_path):

@@ -8,6 +8,7 @@ KernelDefectWarning), req='add' targets never receive an unchecked result,
 and the cases that are never provisional.  Most tests lower the threshold to
 run on a small layer; one runs a layer above the real threshold.
 """
+import threading
 import warnings
 
 import numpy as np
@@ -20,7 +21,7 @@ from mxdeconv.onednn import planner as plans
 from mxdeconv.ops import onednn_impl
 from mxdeconv.semantics import deconv_numpy
 from mxdeconv.semantics.attributes import infer_geometry, parse_params
-from helpers import expected_k3s2p1, layer_arrays
+from helpers import expected_k3s2p1, layer_arrays, run_threads
 from reference import reference_backward
 
 PARAMS = dict(kernel=(3, 3), stride=(2, 2), pad=(1, 1), num_filter=24, no_bias=False)
@@ -245,25 +246,14 @@ def test_the_sampled_check_sees_the_fused_bias_defect_wherever_the_kernel_check_
 def test_threads_meeting_a_new_layer_together_all_get_right_results(provisional):
     """Four threads make a new layer's first calls at once, then more: every
     result is right, nothing raises, and the layer ends confirmed."""
-    import threading
     data, weight, bias = layer_arrays(8)
     expected = expected_k3s2p1(data, weight, bias)
     barrier = threading.Barrier(4)
-    failures, results = [], []
 
-    def worker():
-        try:
-            barrier.wait()
-            for _ in range(3):
-                results.append(nd.Deconvolution(data, weight, bias, **PARAMS).asnumpy())
-        except Exception as error:  # noqa: BLE001 - reported below
-            failures.append(error)
-    threads = [threading.Thread(target=worker) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert not failures, failures
+    def worker(_):
+        barrier.wait()
+        return [nd.Deconvolution(data, weight, bias, **PARAMS).asnumpy() for _ in range(3)]
+    results = [r for rs in run_threads(worker, 4) for r in rs]
     assert len(results) == 12
     for result in results:
         np.testing.assert_allclose(result, expected, **TOL)

@@ -21,6 +21,7 @@ from numpy.testing import assert_array_equal
 
 import mxdeconv
 from mxdeconv import nd
+import helpers
 
 @pytest.fixture(autouse=True, scope="module")
 def _settled_plans():
@@ -86,24 +87,7 @@ def compute(index, seed, inference_weight=None):
 
 
 def run_threads(worker, count=THREADS):
-    errors, done = [], []
-
-    def wrapped(i):
-        try:
-            done.append(worker(i))
-        except BaseException as error:  # noqa: BLE001 - reported below
-            errors.append((i, error))
-
-    threads = [threading.Thread(target=wrapped, args=(i,)) for i in range(count)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=SECONDS * 20 + 60)
-    assert not any(t.is_alive() for t in threads), "a thread hung"
-    if errors:
-        raise AssertionError(f"{len(errors)} thread(s) failed, first: {errors[0]!r}") \
-            from errors[0][1]
-    return done
+    return helpers.run_threads(worker, count, timeout=SECONDS * 20 + 60)
 
 
 def soak(test, expected, cycle, seconds=SECONDS, capacity=None):
