@@ -1047,15 +1047,15 @@ def finish_tuning() -> int:
     then call this before serving); their next calls use the tuned plans.
     Returns how many were finished."""
     with _refused_lock:
-        confirmations = list(_unconfirmed.values())
+        confirmations = list(_unconfirmed.items())
         _unconfirmed.clear()
-    for confirm in confirmations:
+    for _, confirm in confirmations:
         confirm()
     with _pending_lock:
         tuners = list(_pending.items())
     for _, tuner in tuners:
         tuner.finish()
-    return max(len(tuners), len(confirmations))
+    return len({key for key, _ in confirmations} | {key for key, _ in tuners})
 
 
 def _may_be_provisional(geom: DeconvGeometry, dtype: str) -> bool:
