@@ -43,6 +43,9 @@ cdef extern from "oneapi/dnnl/dnnl.h" nogil:
         dnnl_acb
         dnnl_acdb
         dnnl_acdeb
+        dnnl_abdc
+        dnnl_abdec
+        dnnl_abdefc
         dnnl_aBc16b
         dnnl_aBcd16b
         dnnl_aBcde16b
@@ -171,6 +174,12 @@ cdef extern from "oneapi/dnnl/dnnl.h" nogil:
     dnnl_status_t dnnl_memory_desc_clone(dnnl_memory_desc_t *memory_desc,
                                          const_dnnl_memory_desc_t existing)
     dnnl_status_t dnnl_memory_desc_destroy(dnnl_memory_desc_t memory_desc)
+
+    # Row-major single-precision GEMM: C = alpha * op(A) * op(B) + beta * C.
+    dnnl_status_t dnnl_sgemm(char transa, char transb, dnnl_dim_t M, dnnl_dim_t N,
+                             dnnl_dim_t K, float alpha, const float *A, dnnl_dim_t lda,
+                             const float *B, dnnl_dim_t ldb, float beta, float *C,
+                             dnnl_dim_t ldc)
     dnnl_status_t dnnl_memory_desc_query(const_dnnl_memory_desc_t memory_desc,
                                          dnnl_query_t what, void *result)
     int dnnl_memory_desc_equal(const_dnnl_memory_desc_t lhs, const_dnnl_memory_desc_t rhs)

@@ -19,6 +19,7 @@ cdef class ThreadState:
     cdef dnnl_stream_t stream
     cdef LRUCache cache
     cdef long epoch
+    cdef object workspace   # scratch of the GEMM plans run on this thread (or None)
 
 
 cdef class MemoryDesc:
@@ -121,6 +122,24 @@ cdef class BackwardWeightsPlan:
     cdef public object verdict
     cdef int run(self, void *src, void *diff_dst, void *diff_weights,
                  void *diff_bias) except -1
+
+
+# A layer's sizes as the im2col gather walks them: 1-D and 2-D layers as 3-D
+# ones with leading axes of extent 1.
+cdef struct TapGather:
+    Py_ssize_t channels_in, channels_out, groups, in_per_group, out_per_group, taps
+    Py_ssize_t in_pixels, out_pixels
+    Py_ssize_t in_size[3]
+    Py_ssize_t out_size[3]
+    Py_ssize_t kernel[3]
+    Py_ssize_t stride[3]
+    Py_ssize_t dilate[3]
+    Py_ssize_t pad[3]
+
+
+cdef class GemmBackwardWeightsPlan(BackwardWeightsPlan):
+    cdef TapGather taps
+    cdef readonly Py_ssize_t images, chunk   # images per GEMM (the last may have fewer)
 
 
 cdef ThreadState thread_state()

@@ -21,6 +21,7 @@ import numpy as np
 cimport numpy as cnp
 from cpython.object cimport PyObject
 from cython.parallel cimport prange
+from libc.string cimport memcpy, memset
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 
 from ._dnnl cimport *
@@ -63,5 +64,6 @@ include "_cache.pxi"
 include "_reorder.pxi"
 include "_descriptors.pxi"
 include "_bias_loops.pxi"
+include "_gemm.pxi"
 include "_plans.pxi"
 include "_timing.pxi"

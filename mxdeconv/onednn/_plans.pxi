@@ -191,16 +191,25 @@ cdef ForwardPlan build_forward(Geometry g, Candidate c):
     return plan
 
 
-def _enumerate(make_pd, builder, list variants, act_type=None, skip=None, only=None):
+def _enumerate(make_pd, builder, list variants, act_type=None, skip=None, only=None,
+               Candidate second=None):
     """Candidates of one pass: for each variant (data layout family, weights
     layout family, bias fused?, activation fused?, direct convolution?),
     oneDNN's implementations in its order; duplicates once, and those
-    ``skip(candidate)`` declines, left out; reference kernels last.  With
-    ``only``, that variant's alone (none if it is not one of ``variants``:
-    the value may come from the plan cache); their indices are then not the
-    positions in the full enumeration."""
+    ``skip(candidate)`` declines, left out; reference kernels last.
+    ``second``, a plan of mxdeconv's own, comes right after oneDNN's first
+    choice (the tuner, bounded in time, reaches it early).  With ``only``,
+    that variant's alone (none if it is not one of ``variants``: the value
+    may come from the plan cache); their indices are then not the positions
+    in the full enumeration."""
     if only is not None:
         variants = [v for v in variants if v == tuple(only)]
+        if second is not None and second.variant != tuple(only):
+            second = None
+    if second is not None and not variants:
+        second.index = 0
+        yield second
+        return
     seen = set()
     deferred = []
     cdef Candidate c
@@ -224,8 +233,17 @@ def _enumerate(make_pd, builder, list variants, act_type=None, skip=None, only=N
                     c.index = index
                     index += 1
                     yield c
+                    if second is not None:
+                        second.index = index
+                        index += 1
+                        yield second
+                        second = None
             if not pd.next_impl():
                 pd = None
+    if second is not None:   # oneDNN offered no candidate but reference kernels
+        second.index = index
+        index += 1
+        yield second
     for c in deferred:
         c.index = index
         index += 1
@@ -403,6 +421,8 @@ def backward_weights_candidates(geom, str dtype, variant=None):
     cdef PrimitiveDesc conv_hint = conv_forward_hint(g) if direct else None
 
     def make_pd(family, weights, fused, act_fused, direct):
+        if direct == GEMM_VARIANT[4]:
+            return None
         if direct:
             return direct_conv_pd(g, PASS_BACKWARD_WEIGHTS,
                                   family_md(g.src_dims, dtype, family), weights_md(g, weights),
@@ -412,9 +432,14 @@ def backward_weights_candidates(geom, str dtype, variant=None):
                          g.bias_any() if g.has_bias else None,
                          family_md(g.dst_dims, dtype, family), hint, None)
 
-    return _enumerate(make_pd, lambda c: build_backward_weights(g, c),
-                      _variants(False, direct=direct),
-                      skip=_bias_sum_cannot_read if g.has_bias else None, only=variant)
+    # mxdeconv's im2col + GEMM plan: dnnl_sgemm is float32 only.
+    gemm = gemm_backward_weights_candidate(geom, dtype) if dtype == "float32" else None
+    variants = _variants(False, direct=direct)
+    if gemm is not None:
+        variants.append(GEMM_VARIANT)   # make_pd offers nothing for it: ``second`` is it
+    return _enumerate(make_pd, lambda c: build_backward_weights(g, c), variants,
+                      skip=_bias_sum_cannot_read if g.has_bias else None, only=variant,
+                      second=gemm)
 
 
 def _bias_sum_cannot_read(Candidate c):

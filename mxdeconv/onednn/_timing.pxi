@@ -81,6 +81,27 @@ cdef list time_channel_loop(bint summing, const ChannelBlocks *blocks, int plann
     return times
 
 
+cdef list time_gemm_plan(GemmBackwardWeightsPlan plan, int repeats):
+    """Per-run seconds of a GEMM plan on written buffers (as time_primitive)."""
+    cdef cnp.ndarray src = touched_bytes(plan.src.desc.size + 64, 0)
+    cdef cnp.ndarray diff_dst = touched_bytes(plan.diff_dst.desc.size + 64, 1)
+    cdef cnp.ndarray diff_weights = touched_bytes(plan.diff_weights.desc.size + 64, 2)
+    cdef cnp.ndarray diff_bias = None
+    cdef void *bias = NULL
+    cdef double start
+    cdef int i
+    if plan.diff_bias is not None:
+        diff_bias = touched_bytes(plan.diff_bias.desc.size + 64, 3)
+        bias = data_ptr(diff_bias)
+    times = []
+    for i in range(repeats + 1):  # the first: warm-up (the workspace's first touch)
+        start = now()
+        plan.run(data_ptr(src), data_ptr(diff_dst), data_ptr(diff_weights), bias)
+        if i:
+            times.append(now() - start)
+    return times
+
+
 def time_reorder(MemoryDesc src, MemoryDesc dst, int repeats=5):
     """Per-call seconds of the reorder ``src`` -> ``dst`` as a call pays it:
     the same steps as ``reordered()`` (a cache lookup, a fresh target buffer,
@@ -140,6 +161,8 @@ def bench_raw(plan, int repeats=10):
         bwd_data = plan
         return time_primitive(bwd_data.prim, [bwd_data.diff_dst.desc, bwd_data.weights.desc,
                                               bwd_data.diff_src.desc], repeats)
+    if isinstance(plan, GemmBackwardWeightsPlan):
+        return time_gemm_plan(plan, repeats)
     bwd_weights = plan
     descs = [bwd_weights.src.desc, bwd_weights.diff_dst.desc, bwd_weights.diff_weights.desc]
     if bwd_weights.diff_bias is not None and not bwd_weights.direct:

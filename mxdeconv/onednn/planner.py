@@ -85,7 +85,7 @@ MORE_THREADS_MARGIN, MORE_THREADS_MARGIN_S = 0.05, 1e-6
 #: Part of the on-disk key: bumped whenever the candidates a pass enumerates
 #: change (a kept choice names its candidate by position) or the tuner's rules
 #: do (a kept choice is what they chose).  Its history: docs/changelog.rst.
-PLANNER_VERSION = 5
+PLANNER_VERSION = 6
 #: While a layer pass is tuned on its calls, each call costs on average at most
 #: this fraction of its own time more (see _Tuner).
 TUNE_SHARE = 0.25

@@ -1,0 +1,251 @@
+# Included by _ops.pyx (one module, textual include): the backward-weights
+# plan mxdeconv offers beside oneDNN's: an im2col gather and one
+# single-precision GEMM (oneDNN's dnnl_sgemm) over many images at once.
+
+# ----------------------------------------------------------------------------
+# Backward weights as one GEMM
+# ----------------------------------------------------------------------------
+# diff_weights[ic, oc, k] = sum over images n and input pixels i of
+# src[n, ic, i] * diff_dst[n, oc, i * stride + k * dilate - pad]
+# (0 where that pixel is cropped): per group, one GEMM of im2col's matrix of
+# diff_dst (a row per output channel and tap, a column per image and input
+# pixel) by src, its inner dimension running over a whole chunk of images.
+# Measured on the benchmark's layers (docs/performance.rst): 1.5x faster than
+# oneDNN's best backward weights on the dilated and the 1-D layer, where those
+# reach 20-40% of the peak; slower on the DCGAN, 3-D and depthwise layers,
+# where the tuner keeps oneDNN's.
+
+#: The most bytes of im2col's matrix one GEMM takes (at least one image's
+#: worth): about a core's L2.  Measured at batch 32: 1-2 MB chunks run 5-15%
+#: faster than 32 MB ones, which leave the cache between gather and GEMM.
+GEMM_COL_BYTES = 2 << 20
+
+#: Its name in plans and in the plan cache; the variant that finds it again.
+GEMM_IMPL = "mxdeconv:im2col+dnnl_sgemm"
+GEMM_VARIANT = ("plain", "transposed", True, False, "mxdeconv:im2col+")
+
+
+cdef TapGather tap_gather(Geometry g, geom):
+    """``g``'s sizes for the gather, 1-D and 2-D padded to 3-D."""
+    cdef TapGather t
+    cdef int lead, axis
+    param = geom.param
+    ndim = len(param.kernel)
+    lead = 3 - ndim
+    for axis in range(3):
+        t.in_size[axis] = t.out_size[axis] = t.kernel[axis] = 1
+        t.stride[axis] = t.dilate[axis] = 1
+        t.pad[axis] = 0
+    for axis in range(ndim):
+        t.in_size[lead + axis] = geom.spatial_in[axis]
+        t.out_size[lead + axis] = geom.spatial_out[axis]
+        t.kernel[lead + axis] = param.kernel[axis]
+        t.stride[lead + axis] = param.stride[axis]
+        t.dilate[lead + axis] = param.dilate[axis]
+        t.pad[lead + axis] = geom.pad_l[axis]
+    t.channels_in, t.channels_out = g.data_shape[1], g.out_shape[1]
+    t.groups = g.groups
+    t.in_per_group = t.channels_in // t.groups
+    t.out_per_group = t.channels_out // t.groups
+    t.taps = t.kernel[0] * t.kernel[1] * t.kernel[2]
+    t.in_pixels = t.in_size[0] * t.in_size[1] * t.in_size[2]
+    t.out_pixels = t.out_size[0] * t.out_size[1] * t.out_size[2]
+    return t
+
+
+cdef void gather_src(const float *src, float *a, const TapGather *t, Py_ssize_t first,
+                     Py_ssize_t images, int threads) noexcept nogil:
+    """a[c, (n - first) * in_pixels + i] = src[n, c, i] for the chunk's images:
+    each channel's pixels of every image in one row."""
+    cdef Py_ssize_t rows = images * t.in_pixels, c, n
+    for c in prange(t.channels_in, num_threads=threads, schedule="static"):
+        for n in range(images):
+            memcpy(a + c * rows + n * t.in_pixels,
+                   src + ((first + n) * t.channels_in + c) * t.in_pixels,
+                   t.in_pixels * sizeof(float))
+
+
+cdef inline void reaching_pixels(Py_ssize_t offset, Py_ssize_t stride, Py_ssize_t count,
+                                 Py_ssize_t size, Py_ssize_t *lo, Py_ssize_t *hi) noexcept nogil:
+    """The input pixels i in [lo, hi) whose output pixel i * stride + offset lies in [0, size)."""
+    cdef Py_ssize_t low = 0, high = count
+    if offset < 0:
+        low = (stride - 1 - offset) // stride
+    if (count - 1) * stride + offset >= size:
+        high = (size - 1 - offset) // stride + 1 if size - 1 - offset >= 0 else 0
+    if low > count:
+        low = count
+    if high < low:
+        high = low
+    lo[0], hi[0] = low, high
+
+
+cdef inline void gather_tap(const float *plane, float *out, const TapGather *t,
+                            Py_ssize_t tap) noexcept nogil:
+    """One image's segment of im2col row (output channel, ``tap``): for each
+    input pixel, the pixel of ``plane`` (the image's output channel) that tap
+    reaches from it, 0 where cropped.  The sizes sit in locals: with
+    -fno-strict-aliasing every store would reload them from ``t``."""
+    cdef Py_ssize_t k2n = t.kernel[2], k1n = t.kernel[1]
+    cdef Py_ssize_t k2 = tap % k2n, k1 = (tap // k2n) % k1n, k0 = tap // (k2n * k1n)
+    cdef Py_ssize_t n0 = t.in_size[0], n1 = t.in_size[1], n2 = t.in_size[2]
+    cdef Py_ssize_t size1 = t.out_size[1], size2 = t.out_size[2]
+    cdef Py_ssize_t s0 = t.stride[0], s1 = t.stride[1], s2 = t.stride[2]
+    # Tap k of input pixel i reaches output pixel i * stride + offset.
+    cdef Py_ssize_t off0 = k0 * t.dilate[0] - t.pad[0]
+    cdef Py_ssize_t off1 = k1 * t.dilate[1] - t.pad[1]
+    cdef Py_ssize_t off2 = k2 * t.dilate[2] - t.pad[2]
+    cdef Py_ssize_t lo0, hi0, lo1, hi1, lo2, hi2, i0, i1, i2
+    reaching_pixels(off0, s0, n0, t.out_size[0], &lo0, &hi0)
+    reaching_pixels(off1, s1, n1, size1, &lo1, &hi1)
+    reaching_pixels(off2, s2, n2, size2, &lo2, &hi2)
+    cdef const float *source
+    for i0 in range(n0):
+        if i0 < lo0 or i0 >= hi0:
+            memset(out, 0, n1 * n2 * sizeof(float))
+            out += n1 * n2
+            continue
+        for i1 in range(n1):
+            if i1 < lo1 or i1 >= hi1:
+                memset(out, 0, n2 * sizeof(float))
+                out += n2
+                continue
+            source = plane + ((i0 * s0 + off0) * size1 + i1 * s1 + off1) * size2 + off2
+            for i2 in range(lo2):
+                out[i2] = 0
+            for i2 in range(lo2, hi2):
+                out[i2] = source[i2 * s2]
+            for i2 in range(hi2, n2):
+                out[i2] = 0
+            out += n2
+
+
+cdef void gather_taps(const float *diff_dst, float *col, const TapGather *t, Py_ssize_t first,
+                      Py_ssize_t images, int threads) noexcept nogil:
+    """im2col of the chunk's diff_dst: col[oc, k, (n - first, i)] = diff_dst[n,
+    oc, the pixel tap k of input pixel i reaches], a row per (output channel,
+    tap); group g's rows are those of its output channels.  One (output
+    channel, image) plane at a time, every tap of it while it is in cache."""
+    cdef Py_ssize_t rows = images * t.in_pixels, unit, oc, n, tap
+    cdef const float *plane
+    for unit in prange(t.channels_out * images, num_threads=threads, schedule="static"):
+        oc = unit // images
+        n = unit % images
+        plane = diff_dst + ((first + n) * t.channels_out + oc) * t.out_pixels
+        for tap in range(t.taps):
+            gather_tap(plane, col + (oc * t.taps + tap) * rows + n * t.in_pixels, t, tap)
+
+
+cdef float *workspace(Py_ssize_t count) except NULL:
+    """``count`` floats of this thread's workspace, grown as needed: the GEMM
+    plans of every layer this thread runs share it (plans are per thread)."""
+    cdef ThreadState state = thread_state()
+    cdef cnp.ndarray buffer = state.workspace
+    if buffer is None or buffer.nbytes < count * <Py_ssize_t>sizeof(float):
+        buffer = state.workspace = None
+        buffer = state.workspace = aligned_bytes(count * sizeof(float))
+    return <float *>data_ptr(buffer)
+
+
+def release_workspace():
+    """Free this thread's GEMM workspace (it grows back on the next GEMM plan)."""
+    thread_state().workspace = None
+
+
+cdef class GemmBackwardWeightsPlan(BackwardWeightsPlan):
+    """diff_weights (and diff_bias) = backward weights(src, diff_dst) as
+    im2col + GEMM, chunk images at a time, all in the default layouts."""
+
+    cdef int run(self, void *src, void *diff_dst, void *diff_weights,
+                 void *diff_bias) except -1:
+        cdef const TapGather *t = &self.taps
+        cdef Py_ssize_t height = t.out_per_group * t.taps   # im2col rows per group
+        cdef Py_ssize_t most = self.chunk * t.in_pixels
+        # src's rows, then im2col's, 64-byte aligned after them.
+        cdef Py_ssize_t left = (t.channels_in * most + 15) // 16 * 16
+        cdef float *a = workspace(left + t.channels_out * t.taps * most)
+        cdef float *col = a + left
+        cdef int threads = loop_team(self.threads)
+        cdef Py_ssize_t first, count, rows, g
+        cdef float beta
+        cdef dnnl_status_t status = dnnl_success
+        first = 0
+        while first < self.images:
+            count = min(self.chunk, self.images - first)
+            rows = count * t.in_pixels
+            beta = 0.0 if first == 0 else 1.0   # later chunks add onto the first's
+            with nogil:
+                gather_src(<const float *>src, a, t, first, count, threads)
+                gather_taps(<const float *>diff_dst, col, t, first, count, threads)
+                # Per group: diff_weights^T (its output channels and taps x its
+                # input channels) = im2col rows x src rows^T.
+                g = 0
+                while g < t.groups and status == dnnl_success:
+                    status = dnnl_sgemm(b'N', b'T', height, t.in_per_group, rows, 1.0,
+                                        col + g * height * rows, rows,
+                                        a + g * t.in_per_group * rows, rows, beta,
+                                        <float *>diff_weights + g * height * t.in_per_group,
+                                        t.in_per_group)
+                    g += 1
+            check(status, f"GEMM of the backward weights ({self.impl})")
+            first += count
+        if self.bias_blocks.planes and diff_bias != NULL:
+            with nogil:
+                sum_bias(<const float *>diff_dst, <float *>diff_bias, &self.bias_blocks, threads)
+        return 0
+
+
+#: oneDNN's weight layouts with the input channels innermost, ([G,] O, spatial, I):
+#: the GEMM's diff_weights^T, by the number of oneDNN weight dims, ungrouped and grouped.
+_TRANSPOSED_WEIGHT_TAGS = {(3, False): dnnl_acb, (4, False): dnnl_acdb, (5, False): dnnl_acdeb,
+                           (4, True): dnnl_abdc, (5, True): dnnl_abdec, (6, True): dnnl_abdefc}
+
+
+cdef MemoryDesc transposed_weights_md(Geometry g):
+    """The GEMM plan's diff_weights: per group, (output channel, tap) rows of
+    input channels (the exec layer reorders it to MXNet's layout when asked)."""
+    return new_md(g.weight_dims, g.dtype,
+                  _TRANSPOSED_WEIGHT_TAGS[(len(g.weight_dims), g.grouped)], ROLE_WEIGHTS,
+                  g.grouped)
+
+
+cdef tuple gemm_layout_keys(Geometry g):
+    cdef MemoryDesc src = plain_md(g.data_shape, g.dtype, ROLE_DATA, 1)
+    cdef MemoryDesc dst = plain_md(g.out_shape, g.dtype, ROLE_DATA, 1)
+    return (src.key, transposed_weights_md(g).key, dst.key)
+
+
+def gemm_backward_weights_candidate(geom, str dtype):
+    """The im2col + GEMM plan as a candidate of the backward-weights pass
+    (float32 only: dnnl_sgemm); its index is set where it is enumerated."""
+    cdef Geometry g = Geometry.of(geom, dtype)
+    cdef Candidate c = Candidate.__new__(Candidate)
+    c.pd, c.family, c.weights, c.impl = None, "plain", "transposed", GEMM_IMPL
+    # Its run computes the bias gradient too, as a fused one would.
+    c.bias_fused, c.act_type, c.act_fused, c.direct = True, None, False, False
+    c.variant, c.layouts = GEMM_VARIANT, gemm_layout_keys(g)
+    c.builder = lambda c: build_gemm_backward_weights(g, geom, c)
+    return c
+
+
+cdef GemmBackwardWeightsPlan build_gemm_backward_weights(Geometry g, geom, Candidate c):
+    cdef GemmBackwardWeightsPlan plan = GemmBackwardWeightsPlan.__new__(
+        GemmBackwardWeightsPlan)
+    plan.impl, plan.family, plan.threads = c.impl, c.family, omp_get_max_threads()
+    plan.direct = False
+    plan.taps = tap_gather(g, geom)
+    plan.images = g.data_shape[0]
+    per_image = plan.taps.in_pixels * plan.taps.channels_out * plan.taps.taps * sizeof(float)
+    plan.chunk = max(1, min(plan.images, GEMM_COL_BYTES // max(per_image, 1)))
+    plan.src = make_layout(plain_md(g.data_shape, g.dtype, ROLE_DATA, 1), ROLE_DATA,
+                           g.data_shape)
+    plan.diff_dst = make_layout(plain_md(g.out_shape, g.dtype, ROLE_DATA, 1), ROLE_DATA,
+                                g.out_shape)
+    plan.diff_weights = make_layout(transposed_weights_md(g), ROLE_WEIGHTS, g.weight_shape,
+                                    g.groups)
+    if g.has_bias:
+        plan.diff_bias = make_layout(plain_md(g.bias_dims, g.dtype, ROLE_BIAS, 1),
+                                     ROLE_BIAS, g.bias_dims)
+        plan.bias_blocks = channel_blocks(plan.diff_dst.desc)
+    return plan
+
