@@ -1,0 +1,166 @@
+"""The backward-weights plan of mxdeconv's own: im2col of diff_dst and one
+dnnl_sgemm per group over a chunk of images (``onednn/_gemm.pxi``).
+
+It is a planner candidate like oneDNN's (second, after oneDNN's first choice;
+float32 only), so it is checked here the way the direct convolutions are:
+against the float64 scatter reference at realistic channel counts, with a
+non-zero bias, 1-D to 3-D, strided, dilated, padded, cropped by ``adj`` or
+``target_shape``, grouped and depthwise, batch > 1, on one thread and on the
+caller's count, with chunks of every size down to one image; against the
+kernel check (exact small-integer inputs); and through the public call.
+"""
+import numpy as np
+import pytest
+
+import mxdeconv
+from mxdeconv import _ops, autograd, nd
+from mxdeconv.onednn import kernel_check
+from mxdeconv.onednn import planner as plans
+from mxdeconv.semantics.attributes import infer_geometry, parse_params
+from reference import reference_backward
+
+LAYERS = {
+    # name: (data shape, parameters)
+    "dcgan_512_256": ((3, 512, 4, 4), dict(kernel=(4, 4), stride=(2, 2), pad=(1, 1),
+                                           num_filter=256)),
+    "dilated_adj": ((2, 64, 9, 7), dict(kernel=(3, 3), stride=(2, 2), dilate=(2, 2),
+                                        pad=(2, 2), adj=(1, 1), num_filter=64)),
+    "target_shape": ((2, 128, 6, 5), dict(kernel=(3, 3), stride=(2, 2),
+                                          target_shape=(12, 10), num_filter=64)),
+    "grouped": ((2, 64, 5, 7), dict(kernel=(3, 3), stride=(2, 2), pad=(1, 1), adj=(1, 0),
+                                    num_filter=96, num_group=4)),
+    "depthwise_upsample": ((2, 64, 8, 8), dict(kernel=(4, 4), stride=(2, 2), pad=(1, 1),
+                                               num_filter=64, num_group=64)),
+    "audio_1d": ((3, 128, 33), dict(kernel=(16,), stride=(8,), pad=(4,), num_filter=64)),
+    "volume_3d": ((2, 32, 3, 4, 5), dict(kernel=(2, 3, 3), stride=(1, 2, 2), dilate=(1, 2, 1),
+                                         pad=(0, 1, 1), num_filter=16)),
+    "pad_beyond_kernel": ((2, 8, 4, 4), dict(kernel=(3, 3), stride=(3, 3), pad=(4, 4),
+                                             num_filter=8)),
+}
+
+
+def _layer(name, with_bias=True):
+    shape, params = LAYERS[name]
+    geom = infer_geometry(parse_params(dict(params, no_bias=not with_bias)), shape)
+    rng = np.random.default_rng(len(name))
+    data = rng.standard_normal(geom.data_shape).astype(np.float32)
+    out_grad = rng.standard_normal(geom.out_shape).astype(np.float32)
+    return geom, data, out_grad
+
+
+def _gemm_candidate(geom, dtype="float32"):
+    found = [c for c in _ops.backward_weights_candidates(geom, dtype)
+             if c.impl == _ops.GEMM_IMPL]
+    assert len(found) <= 1
+    return found[0] if found else None
+
+
+def _close(actual, expected, what):
+    scale = max(1.0, float(np.abs(expected).max()))
+    error = float(np.abs(actual - expected).max())
+    assert error <= 2e-5 * scale, f"{what}: max error {error:.3g} (|ref| max {scale:.3g})"
+
+
+@pytest.mark.parametrize("chunk_bytes", [None, 1], ids=["default_chunks", "one_image_chunks"])
+@pytest.mark.parametrize("threads", [1, None], ids=["1_thread", "callers_threads"])
+@pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "no_bias"])
+@pytest.mark.parametrize("name", sorted(LAYERS))
+def test_the_gemm_plan_agrees_with_the_reference(name, with_bias, threads, chunk_bytes,
+                                                 monkeypatch):
+    if chunk_bytes is not None:
+        monkeypatch.setattr(_ops, "GEMM_COL_BYTES", chunk_bytes)
+    geom, data, out_grad = _layer(name, with_bias)
+    param = geom.param
+    weight = np.zeros(geom.weight_shape, np.float32)
+    _, weight_grad, bias_grad = reference_backward(
+        out_grad, data, weight, param.kernel, param.stride, param.dilate, geom.pad_l,
+        geom.pad_r, param.num_group, with_bias=with_bias)
+    with _ops.using_threads(threads or _ops.get_num_threads()):
+        plan = _gemm_candidate(geom).build()
+        assert plan.chunk == (1 if chunk_bytes else plan.images)
+        got_weight, got_bias = plan.run_plain(data, out_grad)
+    _close(got_weight, weight_grad, "weight gradient")
+    if with_bias:
+        _close(got_bias, bias_grad, "bias gradient")
+    else:
+        assert got_bias is None
+
+
+@pytest.mark.parametrize("name", sorted(LAYERS))
+def test_the_gemm_plan_passes_the_kernel_check(name):
+    """The check every candidate meets before use (exact small-integer inputs)."""
+    geom, *_ = _layer(name)
+    plan = _gemm_candidate(geom).build()
+    assert kernel_check.backward_weights_check(geom, "float32")(plan) is None
+
+
+def test_the_gemm_plan_comes_second_in_float32_and_not_at_all_in_bfloat16():
+    """oneDNN's first choice stays first (the provisional first call and
+    tuning off take it); the bounded tuner reaches the GEMM plan second."""
+    geom, *_ = _layer("dilated_adj")
+    candidates = [c for c in _ops.backward_weights_candidates(geom, "float32")
+                  if not c.is_reference]
+    assert candidates[0].impl != _ops.GEMM_IMPL
+    assert candidates[1].impl == _ops.GEMM_IMPL
+    assert [c.index for c in candidates] == list(range(len(candidates)))
+    assert "bias" not in repr(candidates[1])     # it computes the bias gradient itself
+    try:
+        bf16 = list(_ops.backward_weights_candidates(geom, "bfloat16"))
+    except Exception:   # no bfloat16 kernels on this CPU
+        bf16 = []
+    assert all(c.impl != _ops.GEMM_IMPL for c in bf16)
+
+
+def test_a_kept_gemm_choice_is_found_again_by_its_variant():
+    """The plan cache names a tuned choice by its variant and layouts
+    (planner._rebuild): the GEMM plan is found again, and nothing else is
+    enumerated for its variant."""
+    geom, *_ = _layer("audio_1d")
+    candidate = _gemm_candidate(geom)
+    alone = list(_ops.backward_weights_candidates(geom, "float32", candidate.variant))
+    assert [c.impl for c in alone] == [_ops.GEMM_IMPL]
+    choice = plans.Choice(candidate.index, _ops.get_num_threads(), candidate.impl, "tuned",
+                          found_at=plans._found_at(candidate))
+    rebuilt = plans._rebuild(choice, lambda variant=None: _ops.backward_weights_candidates(
+        geom, "float32", variant))
+    assert rebuilt is not None and rebuilt.impl == _ops.GEMM_IMPL
+
+
+@pytest.mark.parametrize("req", ["write", "add"])
+def test_the_gemm_plan_runs_through_the_public_call(req):
+    """Forced as the backward-weights plan of a public call with autograd, it
+    gives the reference's gradients: its transposed diff_weights reaches the
+    user in MXNet's layout, and req='add' adds onto the gradient there."""
+    geom, data, out_grad = _layer("dilated_adj")
+    param = geom.param
+    params = dict(LAYERS["dilated_adj"][1], no_bias=False)
+    rng = np.random.default_rng(7)
+    weight = (rng.standard_normal(geom.weight_shape) / 8).astype(np.float32)
+    bias = rng.standard_normal(geom.bias_shape).astype(np.float32)
+    expected = reference_backward(out_grad, data, weight, param.kernel, param.stride,
+                                  param.dilate, geom.pad_l, geom.pad_r, param.num_group)
+    candidate = _gemm_candidate(geom)
+    plan = candidate.build()
+    plan.verdict = plans.Choice(candidate.index, plan.threads, candidate.impl,
+                                "forced by a test")
+    mxdeconv.clear_cache()
+    _ops.cache_put(("backward_weights", geom, "float32", _ops.get_num_threads(),
+                    plans.tuning()), plan)
+    try:
+        x, w, b = nd.array(data), nd.array(weight), nd.array(bias)
+        start = np.full(geom.weight_shape, 0.5, np.float32)
+        x.attach_grad()
+        w.attach_grad(req)
+        b.attach_grad()
+        if req == "add":
+            w.grad[:] = start
+        with autograd.record():
+            y = nd.Deconvolution(x, w, b, **params)
+        y.backward(nd.array(out_grad))
+        assert mxdeconv.last_impl() == "onednn"
+        _close(w.grad.asnumpy(), expected[1] + (start if req == "add" else 0),
+               f"weight gradient (req={req})")
+        _close(b.grad.asnumpy(), expected[2], "bias gradient")
+        _close(x.grad.asnumpy(), expected[0], "data gradient")
+    finally:
+        mxdeconv.clear_cache()
