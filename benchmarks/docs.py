@@ -117,7 +117,8 @@ PASS_COLUMNS = (("fwd_infer", "fwd-i"), ("fwd_train", "fwd-t"), ("bwd_data", "bw
 
 #: How oneDNN is asked for a pass, short: its deconvolution primitive, its
 #: convolution wrapper, or the convolution the pass is made of, run directly.
-ROUTES = {"deconv": "dc", "any": "any", "bwd_data": "bd", "fwd": "fw", "bwd_weights": "bw"}
+ROUTES = {"deconv": "dc", "any": "any", "bwd_data": "bd", "fwd": "fw", "bwd_weights": "bw",
+          "im2col": "mm"}
 
 
 def _kernel(impl: Optional[str]) -> str:
@@ -126,7 +127,7 @@ def _kernel(impl: Optional[str]) -> str:
     if not impl:
         return "-"
     route, _, kernel = impl.rpartition("+")
-    route = route.split(":")[-1] if route.startswith("conv:") else "deconv"
+    route = route.split(":")[-1] if route.startswith(("conv:", "mxdeconv:")) else "deconv"
     family = kernel.split(":")[-2 if kernel.count(":") > 1 else 0]
     return f"{ROUTES.get(route, route)}/{family}"
 
@@ -148,7 +149,8 @@ def kernel_table(records: Sequence[Mapping[str, Any]]) -> List[str]:
     """The kernel each pass of a training step runs (route/kernel family)."""
     lines = ["mxdeconv, the kernel of each pass of a training step: route/kernel family",
              "(route: dc deconvolution primitive, any its convolution wrapper; the",
-             "convolution run directly: bd backward data, fw forward, bw backward weights)",
+             "convolution run directly: bd backward data, fw forward, bw backward weights;",
+             "mm mxdeconv's im2col + GEMM)",
              f"{'layer':16s} {'batch':>5s} " + " ".join(
                  f"{h:19s}" for h in ("forward", "backward data", "backward weights"))]
     for record in records:
