@@ -46,10 +46,12 @@ def onednn_cache_capacity():
 
 
 def clear_cache():
-    """Empty this thread's primitive cache (counters are kept) and oneDNN's own
-    process-wide one, so that their memory is returned."""
+    """Empty this thread's primitive cache (counters are kept), its GEMM
+    workspace and oneDNN's own process-wide cache, so that their memory is
+    returned."""
     cdef int capacity = 0
     thread_cache().clear()
+    thread_state().workspace = None
     _plain_mds.clear()
     check(dnnl_get_primitive_cache_capacity(&capacity), "reading oneDNN's cache capacity")
     check(dnnl_set_primitive_cache_capacity(0), "emptying oneDNN's primitive cache")

@@ -147,9 +147,10 @@ cdef float *workspace(Py_ssize_t count) except NULL:
     return <float *>data_ptr(buffer)
 
 
-def release_workspace():
-    """Free this thread's GEMM workspace (it grows back on the next GEMM plan)."""
-    thread_state().workspace = None
+def workspace_bytes():
+    """The size of this thread's GEMM workspace (0: none; clear_cache() frees it)."""
+    buffer = thread_state().workspace
+    return 0 if buffer is None else buffer.nbytes
 
 
 cdef class GemmBackwardWeightsPlan(BackwardWeightsPlan):

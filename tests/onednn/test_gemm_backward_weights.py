@@ -164,3 +164,12 @@ def test_the_gemm_plan_runs_through_the_public_call(req):
         _close(x.grad.asnumpy(), expected[0], "data gradient")
     finally:
         mxdeconv.clear_cache()
+
+
+def test_clear_cache_returns_the_gemm_workspace():
+    geom, data, out_grad = _layer("audio_1d")
+    plan = _gemm_candidate(geom).build()
+    plan.run_plain(data, out_grad)
+    assert _ops.workspace_bytes() > 0
+    mxdeconv.clear_cache()
+    assert _ops.workspace_bytes() == 0
