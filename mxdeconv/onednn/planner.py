@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 from typing import (Any, Callable, Dict, Generator, Iterable, List, Optional, Sequence,
                     Tuple, Union)
 
-from . import kernel_check, plan_store, result_check
+from . import cpu_load, kernel_check, plan_store, result_check
 from ._loader import ops as _ops
 from mxdeconv._core.env import env_word
 from mxdeconv._core.errors import KernelDefectWarning, MXNetError
@@ -528,6 +528,31 @@ def _tuning_units(geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]]
                   rejected, measured, found_at=_found_at(candidate)), plan
 
 
+def _watched(units: Units, load: cpu_load.ForeignLoad) -> Units:
+    """``units``, with the CPU time other processes took while each ran added
+    to ``load`` (not between units: what runs then does not touch a timing)."""
+    while True:
+        load.begin()
+        try:
+            next(units)
+        except StopIteration as stop:
+            return stop.value
+        finally:
+            load.end()
+        yield
+
+
+def _loaded(choice: Choice, load: cpu_load.ForeignLoad) -> bool:
+    """Whether ``choice`` was tuned while other processes took more than
+    LOADED_SHARE of the CPUs: then it is kept for this process only, and the
+    next one tunes again (its timings are worth little, see cpu_load)."""
+    if not load.loaded():
+        return False
+    choice.how += (f" (while other processes took {load.share():.0%} of the CPUs: kept for "
+                   "this process, tuned again in the next)")
+    return True
+
+
 def _to_the_end(units: Units) -> Tuple[Choice, Any]:
     while True:
         try:
@@ -774,14 +799,15 @@ def _start_tuning(key: tuple, geom: DeconvGeometry, candidates: Callable[..., It
                 first, tuner=None,
                 how=f"first correct candidate ({why or 'the tuner found none that agreed'})")
         else:
-            _keep(key, geom, choice, True)
+            _keep(key, geom, choice, not _loaded(choice, load))
             choice.seconds = first.seconds + tuner.seconds
         _choices.put(key, choice)
         with _pending_lock:
             settlements += 1  # after the put: a call sent back now finds the choice
 
-    tuner = _Tuner(_tuning_units(geom, candidates, check, costs, cost,
-                                 agreed=[(first.index, first.threads)]),
+    load = cpu_load.ForeignLoad()
+    tuner = _Tuner(_watched(_tuning_units(geom, candidates, check, costs, cost,
+                                          agreed=[(first.index, first.threads)]), load),
                    settle)
     with _pending_lock:
         _pending[key] = tuner
@@ -818,10 +844,13 @@ def _tuned_now(key: tuple, geom: DeconvGeometry, candidates: Callable[..., Itera
                check: Callable[[Any], Optional[str]], costs: "_Costs",
                cost: Callable[[Any], float], agreed: Iterable[Tuple[int, int]] = ()
                ) -> Tuple[Choice, Any]:
-    """Eager tuning: all the tuner's units at once, the choice kept on disk."""
-    choice, plan = _to_the_end(_tuning_units(geom, candidates, check, costs, cost, agreed))
+    """Eager tuning: all the tuner's units at once, the choice kept on disk
+    (as tuned unless other processes loaded the CPUs meanwhile)."""
+    load = cpu_load.ForeignLoad()
+    choice, plan = _to_the_end(_watched(_tuning_units(geom, candidates, check, costs, cost,
+                                                      agreed), load))
     if plan is not None:
-        _keep(key, geom, choice, True)
+        _keep(key, geom, choice, not _loaded(choice, load))
     return choice, plan
 
 
