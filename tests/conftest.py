@@ -8,6 +8,9 @@
   runs the suite with random draws instead.
 * Tuned plan choices go to a fresh folder of this session, never to the user's
   cache (and every process the tests start inherits it).
+* Tuning does not watch the machine's load (``MXDECONV_LOAD_WATCH=0``): whether
+  a choice is kept as tuned must not depend on what else the machine runs
+  (``tests/onednn/test_cpu_load.py`` turns it on for its own tests).
 """
 import os
 import tempfile
@@ -19,6 +22,7 @@ settings.register_profile("derandomized", derandomize=True)
 settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("MXDECONV_HYPOTHESIS_PROFILE", "derandomized"))
 os.environ["MXDECONV_CACHE_DIR"] = tempfile.mkdtemp(prefix="mxdeconv-plans-")
+os.environ["MXDECONV_LOAD_WATCH"] = "0"
 
 
 import pytest  # noqa: E402  (after the settings above, which must come first)

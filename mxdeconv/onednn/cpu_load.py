@@ -8,13 +8,17 @@ than the one a quiet machine makes (docs/planner.rst).  The planner keeps
 such a choice for its process only and tunes again in the next.
 
 Linux only: elsewhere (no ``/proc/stat``) nothing is known, and every tuning
-counts as quiet.
+counts as quiet; so it does with ``MXDECONV_LOAD_WATCH=0`` (a machine that is
+always busy, where every process would tune again; the test suite, whose
+choices must not depend on what else the machine runs).
 """
 from __future__ import annotations
 
 import os
 import time
 from typing import Callable, Optional, Tuple
+
+from mxdeconv._core.env import env_word
 
 #: Above this share of all CPUs taken by other processes (and steal) over the
 #: tuner's units, a tuning counts as made under load.  Timings are steady
@@ -24,6 +28,9 @@ LOADED_SHARE = 0.10
 #: Below this many CPU seconds measured the share is unknown: /proc/stat counts
 #: in clock ticks (10 ms), so a short tuning's share is mostly rounding.
 MIN_CPU_SECONDS = 0.5
+
+#: Whether tuning watches the load (MXDECONV_LOAD_WATCH, on by default).
+watching = env_word("MXDECONV_LOAD_WATCH", "on") == "on"
 
 Reading = Tuple[float, float, float]   # (wall seconds, others' CPU seconds, all CPUs)
 
@@ -84,5 +91,6 @@ class ForeignLoad:
         return min(1.0, self.others_seconds / self.cpu_seconds)
 
     def loaded(self) -> bool:
+        """Whether the share is known and over LOADED_SHARE (never, unwatched)."""
         share = self.share()
-        return share is not None and share > LOADED_SHARE
+        return watching and share is not None and share > LOADED_SHARE

@@ -18,6 +18,22 @@ from mxdeconv.onednn import planner as plans
 from mxdeconv.semantics.attributes import infer_geometry, parse_params
 
 
+@pytest.fixture(autouse=True)
+def watching(monkeypatch):
+    """The suite runs unwatched (conftest.py); these tests watch."""
+    monkeypatch.setattr(cpu_load, "watching", True)
+
+
+def test_the_suite_runs_unwatched_and_the_environment_says_so(monkeypatch):
+    import os
+    assert os.environ["MXDECONV_LOAD_WATCH"] == "0"
+    monkeypatch.setattr(cpu_load, "watching", False)
+    load = cpu_load.ForeignLoad(Readings((0.0, 0.0, 2.0), (1.0, 2.0, 2.0)))
+    load.begin()
+    load.end()
+    assert load.share() == 1.0 and not load.loaded()
+
+
 class Readings:
     """A meter's clock: each reading (wall seconds, others' CPU seconds, CPUs)."""
 
