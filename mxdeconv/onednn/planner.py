@@ -82,6 +82,15 @@ ONE_THREAD_MACS = 32_000_000
 #: back to back, a team looks faster than it is between real calls), and one
 #: thread leaves the other cores free.
 MORE_THREADS_MARGIN, MORE_THREADS_MARGIN_S = 0.05, 1e-6
+#: Another candidate must be this much faster than the pass's first choice
+#: (checked, and already running its calls) to replace it.  Closer than that
+#: the two differ by less than tuning's noise: in a benchmark run of
+#: 2026-12-04 the tuned backward passes of DCGAN 512 -> 256 at batch 32, each
+#: a few percent faster than the first choice when tuned, ran 5% slower than
+#: it beside the peers, and their pair 25% slower.
+FIRST_CHOICE_MARGIN = 0.05
+#: How a tuner's measurements mark the first choice it started from.
+FIRST_CHOICE = " (the first choice)"
 #: Part of the on-disk key: bumped whenever the candidates a pass enumerates
 #: change (a kept choice names its candidate by position) or the tuner's rules
 #: do (a kept choice is what they chose).  Its history: docs/changelog.rst.
@@ -493,12 +502,20 @@ def _tuning_units(geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]]
             yield
     costs.precise = True
     timed.sort(key=lambda entry: entry.seconds)
-    for entry in timed[:REFINE]:
+    # The fastest few, and the first choice wherever it came: it is the one
+    # to beat (FIRST_CHOICE_MARGIN), so its time must be as precise.
+    refined = timed[:REFINE] + [e for e in timed[REFINE:]
+                                if (e.candidate.index, e.threads) in agreed]
+    for entry in refined:
         with _ops.using_threads(entry.threads):
             entry.seconds = cost(entry.candidate.build())
         yield
-    timed.sort(key=lambda entry: _ranking((entry.seconds, entry.threads)))
-    measured = [Measured(repr(e.candidate), e.threads, e.seconds) for e in timed]
+    def incumbent(entry: _Timed) -> bool:
+        return (entry.candidate.index, entry.threads) in agreed
+
+    timed.sort(key=lambda entry: _ranking((entry.seconds, entry.threads), incumbent(entry)))
+    measured = [Measured(repr(e.candidate) + (FIRST_CHOICE if incumbent(e) else ""),
+                         e.threads, e.seconds) for e in timed]
     for position, entry in enumerate(timed):
         candidate, threads = entry.candidate, entry.threads
         plan = None
@@ -561,12 +578,14 @@ def _to_the_end(units: Units) -> Tuple[Choice, Any]:
             return stop.value
 
 
-def _ranking(entry: Sequence[Any]) -> float:
-    """A timed candidate's rank: its seconds, plus the margins on several threads."""
+def _ranking(entry: Sequence[Any], incumbent: bool = False) -> float:
+    """A timed candidate's rank: its seconds, plus the margins on several
+    threads and for not being the first choice (``incumbent``) of a tuner
+    that started from one."""
     seconds, threads = entry[0], entry[1]
     if threads > 1:
-        return seconds * (1 + MORE_THREADS_MARGIN) + MORE_THREADS_MARGIN_S
-    return seconds
+        seconds = seconds * (1 + MORE_THREADS_MARGIN) + MORE_THREADS_MARGIN_S
+    return seconds if incumbent else seconds * (1 + FIRST_CHOICE_MARGIN)
 
 
 class _Tuner:

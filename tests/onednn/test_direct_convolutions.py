@@ -250,6 +250,16 @@ def test_more_threads_must_win_by_a_margin():
     assert sorted([big_one, faster], key=plans._ranking)[0] is faster
 
 
+def test_the_first_choice_stays_unless_another_wins_by_a_margin():
+    """A tuner started from a checked first choice replaces it only with a
+    candidate more than FIRST_CHOICE_MARGIN faster (closer is tuning's noise)."""
+    first, close, clearly = (1.00e-3, 1), (0.97e-3, 1), (0.90e-3, 1)
+    assert plans._ranking(first, incumbent=True) < plans._ranking(close)
+    assert plans._ranking(clearly) < plans._ranking(first, incumbent=True)
+    # Without a first choice (eager tuning from scratch) the margin orders nothing.
+    assert plans._ranking(close) < plans._ranking(first)
+
+
 def test_kept_choices_are_keyed_by_the_planner_version():
     geom, *_ = _layer("grouped_adj")
     key = plans._store_key(("forward", geom, "float32", False, False, None, 2, True), geom)

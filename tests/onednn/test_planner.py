@@ -54,8 +54,10 @@ def test_the_tuned_plan_is_the_fastest_measured_that_agreed():
     assert choice.how == "tuned" and choice.measured
     agreed = [m for m in choice.measured if m.verdict == "chosen: agreed"]
     assert len(agreed) == 1
-    # Faster by the planner's ranking (several threads must win by a margin).
-    rank = lambda m: plans._ranking((m.seconds, m.threads, None, None))  # noqa: E731
+    # Faster by the planner's ranking (several threads, and any candidate but
+    # the first choice the tuner started from, must win by a margin).
+    rank = lambda m: plans._ranking((m.seconds, m.threads),  # noqa: E731
+                                    m.candidate.endswith(plans.FIRST_CHOICE))
     faster = [m for m in choice.measured if rank(m) < rank(agreed[0])]
     assert all(m.verdict.startswith("rejected") for m in faster)
     assert agreed[0].candidate.startswith(f"Candidate({plan.impl},")
@@ -248,3 +250,35 @@ def test_an_exposed_training_weight_is_never_trusted(first_choices):
     expected = reference_forward(x.asnumpy(), view, b.asnumpy(), kernel=(3, 3), stride=(1, 1),
                                  dilate=(1, 1), pad_l=(0, 0), pad_r=(0, 0), num_group=1)
     np.testing.assert_allclose(y.asnumpy(), expected, **TOL)
+
+
+class _Timed:
+    """A candidate (and its own plan) whose cost is a given time."""
+
+    is_reference = False
+
+    def __init__(self, index, seconds):
+        self.index, self.seconds, self.impl = index, seconds, f"timed{index}"
+
+    def build(self):
+        return self
+
+    def __repr__(self):
+        return f"Candidate(timed{self.index})"
+
+
+@pytest.mark.parametrize("others, chosen", [((0.98e-3, 0.99e-3), 0), ((0.98e-3, 0.9e-3), 2)],
+                         ids=["within_the_margin", "clearly_faster"])
+def test_a_tuner_keeps_its_first_choice_unless_another_is_clearly_faster(monkeypatch, others,
+                                                                        chosen):
+    """The first choice (index 0, checked) is refined like the fastest and
+    replaced only by a candidate more than FIRST_CHOICE_MARGIN faster."""
+    monkeypatch.setattr(plans, "_thread_options", lambda geom: [1])
+    candidates = [_Timed(0, 1e-3)] + [_Timed(i + 1, s) for i, s in enumerate(others)]
+    x, *_ = _arrays()
+    choice, plan = plans._to_the_end(plans._tuning_units(
+        _geometry(x), lambda variant=None: iter(candidates), lambda plan: None,
+        plans._Costs(), lambda plan: plan.seconds, agreed=[(0, 1)]))
+    assert choice.index == chosen and plan is candidates[chosen]
+    marked = [m.candidate for m in choice.measured if m.candidate.endswith(plans.FIRST_CHOICE)]
+    assert marked == ["Candidate(timed0)" + plans.FIRST_CHOICE]
