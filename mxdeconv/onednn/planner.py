@@ -886,16 +886,14 @@ def _choose(key: tuple, geom: DeconvGeometry, candidates: Callable[..., Iterable
     try:
         choice, plan, tuned = _from_disk(key, geom, candidates, check) if tuning_on else \
             (None, None, False)
-        if choice is None and tuning_on and _eager:
-            (choice, plan), tuned = _tuned_now(key, geom, candidates, check, costs, cost), True
-        elif choice is None:
+        if choice is None:  # eager tuning too starts from it: the same choice either way
             choice, plan = _first_choice(key, geom, candidates, check,
                                          provisional and not _eager)
         if choice.provisional:
             pass  # checked, kept and tuned from its next call on (_confirm)
         elif tuning_on and plan is not None and not tuned:
             agreed = [(choice.index, choice.threads)]
-            if _eager:  # a first choice kept from an earlier run: tune it now
+            if _eager:  # tune from the first choice now
                 tuned_choice, tuned_plan = _tuned_now(key, geom, candidates, check, costs,
                                                       cost, agreed)
                 if tuned_plan is not None:
