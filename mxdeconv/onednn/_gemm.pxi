@@ -20,6 +20,11 @@
 #: faster than 32 MB ones, which leave the cache between gather and GEMM.
 GEMM_COL_BYTES = 2 << 20
 
+#: The most bytes of im2col's matrix one image may need for the plan to be
+#: offered: its workspace holds at least one image's (a 3-D layer of 128
+#: output channels, k4 and 32x64x64 input pixels would need 4.3 GB).
+GEMM_MAX_IMAGE_BYTES = 64 << 20
+
 #: Its name in plans and in the plan cache; the variant that finds it again.
 GEMM_IMPL = "mxdeconv:im2col+dnnl_sgemm"
 GEMM_VARIANT = ("plain", "transposed", True, False, "mxdeconv:im2col+")
@@ -217,9 +222,16 @@ cdef tuple gemm_layout_keys(Geometry g):
 
 
 def gemm_backward_weights_candidate(geom, str dtype):
-    """The im2col + GEMM plan as a candidate of the backward-weights pass
-    (float32 only: dnnl_sgemm); its index is set where it is enumerated."""
+    """The im2col + GEMM plan as a candidate of the backward-weights pass, or
+    None where it is not offered: float32 only (dnnl_sgemm), and one image's
+    im2col matrix within GEMM_MAX_IMAGE_BYTES.  Its index is set where it is
+    enumerated."""
+    if dtype != "float32":
+        return None
     cdef Geometry g = Geometry.of(geom, dtype)
+    cdef TapGather t = tap_gather(g, geom)
+    if t.in_pixels * t.channels_out * t.taps * sizeof(float) > GEMM_MAX_IMAGE_BYTES:
+        return None
     cdef Candidate c = Candidate.__new__(Candidate)
     c.pd, c.family, c.weights, c.impl = None, "plain", "transposed", GEMM_IMPL
     # Its run computes the bias gradient too, as a fused one would.

@@ -432,8 +432,7 @@ def backward_weights_candidates(geom, str dtype, variant=None):
                          g.bias_any() if g.has_bias else None,
                          family_md(g.dst_dims, dtype, family), hint, None)
 
-    # mxdeconv's im2col + GEMM plan: dnnl_sgemm is float32 only.
-    gemm = gemm_backward_weights_candidate(geom, dtype) if dtype == "float32" else None
+    gemm = gemm_backward_weights_candidate(geom, dtype)   # mxdeconv's own, or None
     variants = _variants(False, direct=direct)
     if gemm is not None:
         variants.append(GEMM_VARIANT)   # make_pd offers nothing for it: ``second`` is it

@@ -173,3 +173,16 @@ def test_clear_cache_returns_the_gemm_workspace():
     assert _ops.workspace_bytes() > 0
     mxdeconv.clear_cache()
     assert _ops.workspace_bytes() == 0
+
+
+def test_the_gemm_plan_is_not_offered_where_one_image_needs_too_much_workspace(monkeypatch):
+    """Its workspace holds at least one image's im2col matrix: a big 3-D layer
+    would need gigabytes, so above GEMM_MAX_IMAGE_BYTES oneDNN's plans alone
+    are candidates."""
+    geom, *_ = _layer("volume_3d")
+    one_image = 16 * (2 * 3 * 3) * (3 * 4 * 5) * 4   # out channels x taps x pixels x 4 bytes
+    monkeypatch.setattr(_ops, "GEMM_MAX_IMAGE_BYTES", one_image)
+    assert _gemm_candidate(geom) is not None
+    monkeypatch.setattr(_ops, "GEMM_MAX_IMAGE_BYTES", one_image - 1)
+    assert _gemm_candidate(geom) is None
+    assert any(not c.is_reference for c in _ops.backward_weights_candidates(geom, "float32"))
