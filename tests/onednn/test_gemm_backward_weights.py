@@ -17,6 +17,7 @@ from mxdeconv import _ops, autograd, nd
 from mxdeconv.onednn import kernel_check
 from mxdeconv.onednn import planner as plans
 from mxdeconv.semantics.attributes import infer_geometry, parse_params
+from helpers import run_threads
 from reference import reference_backward
 
 LAYERS = {
@@ -186,3 +187,30 @@ def test_the_gemm_plan_is_not_offered_where_one_image_needs_too_much_workspace(m
     monkeypatch.setattr(_ops, "GEMM_MAX_IMAGE_BYTES", one_image - 1)
     assert _gemm_candidate(geom) is None
     assert any(not c.is_reference for c in _ops.backward_weights_candidates(geom, "float32"))
+
+
+def test_threads_running_gemm_plans_at_once_each_use_their_own_workspace(monkeypatch):
+    """Plans and their workspace are per thread: four threads running GEMM
+    plans of two layers at once (one-image chunks, so each run reuses its
+    workspace many times) all get their reference's gradients."""
+    layers = {name: _layer(name) for name in ("audio_1d", "dilated_adj")}
+    expected = {}
+    for name, (geom, data, out_grad) in layers.items():
+        param = geom.param
+        expected[name] = reference_backward(
+            out_grad, data, np.zeros(geom.weight_shape, np.float32), param.kernel,
+            param.stride, param.dilate, geom.pad_l, geom.pad_r, param.num_group)[1:]
+    monkeypatch.setattr(_ops, "GEMM_COL_BYTES", 1)
+
+    def worker(i):
+        name = sorted(layers)[i % 2]
+        geom, data, out_grad = layers[name]
+        plan = _gemm_candidate(geom).build()
+        for _ in range(3):
+            weight_grad, bias_grad = plan.run_plain(data, out_grad)
+            _close(weight_grad, expected[name][0], f"{name} weight gradient, thread {i}")
+            _close(bias_grad, expected[name][1], f"{name} bias gradient, thread {i}")
+        return _ops.workspace_bytes()
+
+    sizes = run_threads(worker, 4)
+    assert all(size > 0 for size in sizes)
