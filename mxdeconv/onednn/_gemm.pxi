@@ -10,10 +10,10 @@
 # (0 where that pixel is cropped): per group, one GEMM of im2col's matrix of
 # diff_dst (a row per output channel and tap, a column per image and input
 # pixel) by src, its inner dimension running over a whole chunk of images.
-# Measured on the benchmark's layers (docs/performance.rst): 1.5x faster than
-# oneDNN's best backward weights on the dilated and the 1-D layer, where those
-# reach 20-40% of the peak; slower on the DCGAN, 3-D and depthwise layers,
-# where the tuner keeps oneDNN's.
+# Measured on the benchmark's layers (docs/performance.rst): 1.5-2x faster
+# than oneDNN's best backward weights on the dilated and the 1-D layer, where
+# those reach 20-40% of the peak, and chosen on the depthwise one; slower on
+# the DCGAN and 3-D layers, where the tuner keeps oneDNN's.
 
 #: The most bytes of im2col's matrix one GEMM takes (at least one image's
 #: worth): about a core's L2.  Measured at batch 32: 1-2 MB chunks run 5-15%
