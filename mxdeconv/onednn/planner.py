@@ -85,9 +85,9 @@ MORE_THREADS_MARGIN, MORE_THREADS_MARGIN_S = 0.05, 1e-6
 #: Another candidate must be this much faster than the pass's first choice
 #: (checked, and already running its calls) to replace it.  Closer than that
 #: the two differ by less than tuning's noise: in a benchmark run of
-#: 2026-12-04 the tuned backward passes of DCGAN 512 -> 256 at batch 32, each
-#: a few percent faster than the first choice when tuned, ran 5% slower than
-#: it beside the peers, and their pair 25% slower.
+#: 2026-12-04 the backward passes the tuner chose over the first choice for
+#: DCGAN 512 -> 256 at batch 32 ran up to 5% slower than it beside the peers,
+#: and their pair 25% slower.
 FIRST_CHOICE_MARGIN = 0.05
 #: How a tuner's measurements mark the first choice it started from.
 FIRST_CHOICE = " (the first choice)"
