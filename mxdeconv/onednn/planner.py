@@ -89,6 +89,9 @@ MORE_THREADS_MARGIN, MORE_THREADS_MARGIN_S = 0.05, 1e-6
 #: DCGAN 512 -> 256 at batch 32 ran up to 5% slower than it beside the peers,
 #: and their pair 25% slower.
 FIRST_CHOICE_MARGIN = 0.05
+#: Before a candidate replaces the first choice, the two are timed again in
+#: turns this many times each (with the refine run, the median decides).
+DUEL_ROUNDS = 2
 #: How a tuner's measurements mark the first choice it started from.
 FIRST_CHOICE = " (the first choice)"
 #: Part of the on-disk key: bumped whenever the candidates a pass enumerates
@@ -513,7 +516,23 @@ def _tuning_units(geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]]
     def incumbent(entry: _Timed) -> bool:
         return (entry.candidate.index, entry.threads) in agreed
 
-    timed.sort(key=lambda entry: _ranking((entry.seconds, entry.threads), incumbent(entry)))
+    def rank(entry: _Timed) -> float:
+        return _ranking((entry.seconds, entry.threads), incumbent(entry))
+
+    timed.sort(key=rank)
+    holder = next((e for e in timed if incumbent(e)), None)
+    if holder is not None and timed[0] is not holder:
+        # The challenger must win again, the two timed in turns: one hiccup
+        # in either's refine run decides a swap otherwise.
+        challenger, times = timed[0], {id(timed[0]): [], id(holder): []}
+        for _ in range(DUEL_ROUNDS):
+            for entry in (challenger, holder):
+                with _ops.using_threads(entry.threads):
+                    times[id(entry)].append(cost(entry.candidate.build()))
+                yield
+        for entry in (challenger, holder):
+            entry.seconds = statistics.median(times[id(entry)] + [entry.seconds])
+        timed.sort(key=rank)
     measured = [Measured(repr(e.candidate) + (FIRST_CHOICE if incumbent(e) else ""),
                          e.threads, e.seconds) for e in timed]
     for position, entry in enumerate(timed):

@@ -282,3 +282,31 @@ def test_a_tuner_keeps_its_first_choice_unless_another_is_clearly_faster(monkeyp
     assert choice.index == chosen and plan is candidates[chosen]
     marked = [m.candidate for m in choice.measured if m.candidate.endswith(plans.FIRST_CHOICE)]
     assert marked == ["Candidate(timed0)" + plans.FIRST_CHOICE]
+
+
+class _Hiccup(_Timed):
+    """A candidate timed slow once (a hiccup during its refine run), at its
+    real time otherwise."""
+
+    def __init__(self, index, seconds, slow_run):
+        super().__init__(index, seconds)
+        self.runs, self.slow_run = 0, slow_run
+
+    @property
+    def cost(self):
+        self.runs += 1
+        return self.seconds * (3 if self.runs == self.slow_run else 1)
+
+
+def test_a_hiccup_in_the_first_choices_refine_run_does_not_replace_it(monkeypatch):
+    """The first choice (index 0, really the fastest) is timed slow in its
+    refine run; the challenger, which looks faster then, must win again in a
+    duel of turns, and does not."""
+    monkeypatch.setattr(plans, "_thread_options", lambda geom: [1])
+    first, challenger = _Hiccup(0, 1e-3, slow_run=2), _Hiccup(1, 1.03e-3, slow_run=0)
+    x, *_ = _arrays()
+    choice, plan = plans._to_the_end(plans._tuning_units(
+        _geometry(x), lambda variant=None: iter([first, challenger]), lambda plan: None,
+        plans._Costs(), lambda plan: plan.cost, agreed=[(0, 1)]))
+    assert choice.index == 0 and plan is first
+    assert first.runs == 2 + plans.DUEL_ROUNDS and challenger.runs == 2 + plans.DUEL_ROUNDS
