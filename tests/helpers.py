@@ -5,6 +5,7 @@ float32 layer the plan tests run, and one-liners the files used to copy.
 Importable from every test folder: ``pythonpath = ["tests"]`` in
 pyproject.toml's ``[tool.pytest.ini_options]``.
 """
+import contextlib
 import importlib.util
 import os
 import threading
@@ -16,6 +17,7 @@ import numpy as np
 import mxdeconv
 from mxdeconv import autograd, nd
 from mxdeconv._core.dtypes import is_float_dtype
+from mxdeconv.onednn import planner as plans
 
 from reference import reference_forward
 
@@ -135,3 +137,26 @@ def run_threads(worker, count, timeout=120.0):
         raise AssertionError(f"{len(errors)} thread(s) failed, first: {errors[0]!r}") \
             from errors[0][1]
     return done
+
+
+@contextlib.contextmanager
+def planner_afresh(tuning=None, eager=None, monkeypatch=None):
+    """A planner with no choices in memory and empty primitive caches, tuning
+    and eager tuning set as given (None: left as they are), and, with
+    ``monkeypatch``, no plan cache on disk (nothing kept is taken); the
+    settings restored and the planner emptied again after."""
+    previous_tuning = None if tuning is None else plans.set_tuning(tuning)
+    previous_eager = None if eager is None else plans.set_eager_tuning(eager)
+    if monkeypatch is not None:
+        monkeypatch.setattr(plans, "_store", plans.plan_store.PlanStore(None))
+    plans.clear_choices()
+    mxdeconv.clear_cache()
+    try:
+        yield
+    finally:
+        if previous_tuning is not None:
+            plans.set_tuning(previous_tuning)
+        if previous_eager is not None:
+            plans.set_eager_tuning(previous_eager)
+        plans.clear_choices()
+        mxdeconv.clear_cache()

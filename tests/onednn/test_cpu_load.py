@@ -16,6 +16,7 @@ import mxdeconv
 from mxdeconv.onednn import cpu_load
 from mxdeconv.onednn import planner as plans
 from mxdeconv.semantics.attributes import infer_geometry, parse_params
+from helpers import planner_afresh
 
 
 @pytest.fixture(autouse=True)
@@ -89,15 +90,8 @@ def test_a_busy_child_process_counts_as_others():
 
 @pytest.fixture
 def eager_tuning(monkeypatch):
-    previous, eager = plans.set_tuning(True), plans.set_eager_tuning(True)
-    monkeypatch.setattr(plans, "_store", plans.plan_store.PlanStore(None))
-    plans.clear_choices()
-    mxdeconv.clear_cache()
-    yield
-    plans.set_tuning(previous)
-    plans.set_eager_tuning(eager)
-    plans.clear_choices()
-    mxdeconv.clear_cache()
+    with planner_afresh(tuning=True, eager=True, monkeypatch=monkeypatch):
+        yield
 
 
 class FixedLoad(cpu_load.ForeignLoad):

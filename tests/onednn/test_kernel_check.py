@@ -15,7 +15,7 @@ from mxdeconv import KernelDefectWarning, _ops, nd
 from mxdeconv.onednn import kernel_check
 from mxdeconv.onednn import planner as plans
 from mxdeconv.semantics.attributes import infer_geometry, parse_params
-from helpers import expected_k3s2p1, layer_arrays
+from helpers import expected_k3s2p1, layer_arrays, planner_afresh
 from planted import WrongCandidate, WrongPlan
 from reference import reference_forward
 
@@ -28,18 +28,11 @@ def planner(request, monkeypatch):
     (planted plans time as the fastest, so they are checked first), and off
     (oneDNN's order, planted plans first; also a first call's plan with the
     tuner on)."""
-    previous = plans.set_tuning(request.param)
-    eager = plans.set_eager_tuning(True)
     real_run = plans._Costs.run
     monkeypatch.setattr(plans._Costs, "run", lambda self, plan: 1e-9 if isinstance(
         plan, WrongPlan) else real_run(self, plan))
-    plans.clear_choices()
-    mxdeconv.clear_cache()
-    yield request.param
-    plans.set_tuning(previous)
-    plans.set_eager_tuning(eager)
-    plans.clear_choices()
-    mxdeconv.clear_cache()
+    with planner_afresh(tuning=request.param, eager=True):
+        yield request.param
 
 
 def _plant(monkeypatch, how_many=1, all_wrong=False):

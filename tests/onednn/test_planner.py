@@ -17,7 +17,7 @@ from mxdeconv import _ops, autograd, nd
 from mxdeconv.onednn import kernel_check
 from mxdeconv.onednn import planner as plans
 from mxdeconv.semantics.attributes import infer_geometry, parse_params
-from helpers import layer_arrays
+from helpers import layer_arrays, planner_afresh
 from reference import reference_backward, reference_forward
 
 KW = dict(kernel=(3, 3), stride=(2, 2), pad=(1, 1), num_filter=32, no_bias=False)
@@ -29,13 +29,8 @@ def fresh_planner():
     """A fresh planner that tunes a new layer to the end at its first call:
     these tests assert the tuner's rules (test_tuning_on_calls.py covers
     tuning spread over the calls, which ends in the same choice)."""
-    plans.clear_choices()
-    mxdeconv.clear_cache()
-    eager = plans.set_eager_tuning(True)
-    yield
-    plans.set_eager_tuning(eager)
-    plans.clear_choices()
-    mxdeconv.clear_cache()
+    with planner_afresh(eager=True):
+        yield
 
 
 #: NDArrays (data, weight, bias) of the KW layer (tests/helpers.py).

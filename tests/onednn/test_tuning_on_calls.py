@@ -21,7 +21,7 @@ import mxdeconv
 from mxdeconv import KernelDefectWarning, _ops, autograd, nd
 from mxdeconv.onednn import planner as plans
 from mxdeconv.semantics.attributes import infer_geometry, parse_params
-from helpers import expected_k3s2p1, layer_arrays, run_threads
+from helpers import expected_k3s2p1, layer_arrays, planner_afresh, run_threads
 from planted import WrongCandidate, WrongPlan
 from reference import reference_backward
 
@@ -33,15 +33,8 @@ TOL = dict(rtol=1e-4, atol=1e-4)
 def on_calls(monkeypatch):
     """The default mode (tuning on, spread over the calls), a planner that
     remembers nothing, and no plan cache on disk (so nothing kept is taken)."""
-    previous, eager = plans.set_tuning(True), plans.set_eager_tuning(False)
-    monkeypatch.setattr(plans, "_store", plans.plan_store.PlanStore(None))
-    plans.clear_choices()
-    mxdeconv.clear_cache()
-    yield
-    plans.set_tuning(previous)
-    plans.set_eager_tuning(eager)
-    plans.clear_choices()
-    mxdeconv.clear_cache()
+    with planner_afresh(tuning=True, eager=False, monkeypatch=monkeypatch):
+        yield
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from mxdeconv.onednn import planner as plans
 from mxdeconv.ops import onednn_impl
 from mxdeconv.semantics import deconv_numpy
 from mxdeconv.semantics.attributes import infer_geometry, parse_params
-from helpers import expected_k3s2p1, layer_arrays, run_threads
+from helpers import expected_k3s2p1, layer_arrays, planner_afresh, run_threads
 from reference import reference_backward
 
 PARAMS = dict(kernel=(3, 3), stride=(2, 2), pad=(1, 1), num_filter=24, no_bias=False)
@@ -33,10 +33,8 @@ REAL_THRESHOLD = plans.PROVISIONAL_MACS
 def provisional(monkeypatch):
     """Tuning on its calls (the default), every layer big enough, nothing on
     disk, kernel checks counted by pass."""
-    previous, eager = plans.set_tuning(True), plans.set_eager_tuning(False)
     was_on = plans.set_provisional(True)
     monkeypatch.setattr(plans, "PROVISIONAL_MACS", 0)
-    monkeypatch.setattr(plans, "_store", plans.plan_store.PlanStore(None))
     checks = {"forward": 0, "backward data": 0, "backward weights": 0}
     for name, what in (("forward_check", "forward"), ("backward_data_check", "backward data"),
                        ("backward_weights_check", "backward weights")):
@@ -50,14 +48,9 @@ def provisional(monkeypatch):
                 return check(plan)
             return run
         monkeypatch.setattr(kernel_check, name, counted)
-    plans.clear_choices()
-    mxdeconv.clear_cache()
-    yield checks
-    plans.set_tuning(previous)
-    plans.set_eager_tuning(eager)
+    with planner_afresh(tuning=True, eager=False, monkeypatch=monkeypatch):
+        yield checks
     plans.set_provisional(was_on)
-    plans.clear_choices()
-    mxdeconv.clear_cache()
 
 
 def _forward_choice(shape):
