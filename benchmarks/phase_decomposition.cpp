@@ -37,6 +37,22 @@ using dims = memory::dims;
 using vf = std::vector<float>;
 
 static engine eng(engine::kind::cpu, 0);
+
+// Calls f(tap, out) for each tap of input pixel (ih, iw) that lands inside
+// the OH x OW output: tap (kh, kw) = kh * k + kw lands on pixel out = oh * OW
+// + ow, oh = ih * s + kh - p, ow = iw * s + kw - p (the naive references).
+template <class F>
+static void for_each_tap(int ih, int iw, int k, int s, int p, int OH, int OW, F &&f) {
+    for (int kh = 0; kh < k; ++kh) {
+        int oh = ih * s + kh - p;
+        if (oh < 0 || oh >= OH) continue;
+        for (int kw = 0; kw < k; ++kw) {
+            int ow = iw * s + kw - p;
+            if (ow < 0 || ow >= OW) continue;
+            f(kh * k + kw, oh * OW + ow);
+        }
+    }
+}
 static stream strm(eng);
 
 static double now() {
@@ -249,15 +265,8 @@ static void run_layer(const Layer &L) {
                 for (int ih = 0; ih < H; ++ih)
                     for (int iw = 0; iw < W; ++iw) {
                         float xv = x[ih * W + iw];
-                        for (int kh = 0; kh < k; ++kh) {
-                            int oh = ih * s + kh - p;
-                            if (oh < 0 || oh >= OH) continue;
-                            for (int kw = 0; kw < k; ++kw) {
-                                int ow = iw * s + kw - p;
-                                if (ow < 0 || ow >= OW) continue;
-                                y[oh * OW + ow] += xv * w[kh * k + kw];
-                            }
-                        }
+                        for_each_tap(ih, iw, k, s, p, OH, OW,
+                                     [&](int tap, int out) { y[out] += xv * w[tap]; });
                     }
             }
         }
@@ -275,15 +284,8 @@ static void run_layer(const Layer &L) {
                 for (int ih = 0; ih < H; ++ih)
                     for (int iw = 0; iw < W; ++iw) {
                         float acc = 0;
-                        for (int kh = 0; kh < k; ++kh) {
-                            int oh = ih * s + kh - p;
-                            if (oh < 0 || oh >= OH) continue;
-                            for (int kw = 0; kw < k; ++kw) {
-                                int ow = iw * s + kw - p;
-                                if (ow < 0 || ow >= OW) continue;
-                                acc += dy[oh * OW + ow] * w[kh * k + kw];
-                            }
-                        }
+                        for_each_tap(ih, iw, k, s, p, OH, OW,
+                                     [&](int tap, int out) { acc += dy[out] * w[tap]; });
                         dx[ih * W + iw] += acc;
                     }
             }
@@ -298,15 +300,8 @@ static void run_layer(const Layer &L) {
                 for (int ih = 0; ih < H; ++ih)
                     for (int iw = 0; iw < W; ++iw) {
                         float xv = x[ih * W + iw];
-                        for (int kh = 0; kh < k; ++kh) {
-                            int oh = ih * s + kh - p;
-                            if (oh < 0 || oh >= OH) continue;
-                            for (int kw = 0; kw < k; ++kw) {
-                                int ow = iw * s + kw - p;
-                                if (ow < 0 || ow >= OW) continue;
-                                dw[kh * k + kw] += xv * dy[oh * OW + ow];
-                            }
-                        }
+                        for_each_tap(ih, iw, k, s, p, OH, OW,
+                                     [&](int tap, int out) { dw[tap] += xv * dy[out]; });
                     }
             }
         }
