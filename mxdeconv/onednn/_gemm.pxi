@@ -58,6 +58,11 @@ cdef TapGather tap_gather(Geometry g, geom):
     return t
 
 
+cdef inline Py_ssize_t image_bytes(const TapGather *t) noexcept nogil:
+    """The bytes of one image's im2col matrix."""
+    return t.in_pixels * t.channels_out * t.taps * sizeof(float)
+
+
 cdef void gather_src(const float *src, float *a, const TapGather *t, Py_ssize_t first,
                      Py_ssize_t images, int threads) noexcept nogil:
     """a[c, (n - first) * in_pixels + i] = src[n, c, i] for the chunk's images:
@@ -147,7 +152,7 @@ cdef float *workspace(Py_ssize_t count) except NULL:
     cdef ThreadState state = thread_state()
     cdef cnp.ndarray buffer = state.workspace
     if buffer is None or buffer.nbytes < count * <Py_ssize_t>sizeof(float):
-        buffer = state.workspace = None
+        buffer = state.workspace = None   # the old one freed first: no peak of both
         buffer = state.workspace = aligned_bytes(count * sizeof(float))
     return <float *>data_ptr(buffer)
 
@@ -230,7 +235,7 @@ def gemm_backward_weights_candidate(geom, str dtype):
         return None
     cdef Geometry g = Geometry.of(geom, dtype)
     cdef TapGather t = tap_gather(g, geom)
-    if t.in_pixels * t.channels_out * t.taps * sizeof(float) > GEMM_MAX_IMAGE_BYTES:
+    if image_bytes(&t) > GEMM_MAX_IMAGE_BYTES:
         return None
     cdef Candidate c = Candidate.__new__(Candidate)
     c.pd, c.family, c.weights, c.impl = None, "plain", "transposed", GEMM_IMPL
@@ -248,8 +253,7 @@ cdef GemmBackwardWeightsPlan build_gemm_backward_weights(Geometry g, geom, Candi
     plan.direct = False
     plan.taps = tap_gather(g, geom)
     plan.images = g.data_shape[0]
-    per_image = plan.taps.in_pixels * plan.taps.channels_out * plan.taps.taps * sizeof(float)
-    plan.chunk = max(1, min(plan.images, GEMM_COL_BYTES // max(per_image, 1)))
+    plan.chunk = max(1, min(plan.images, GEMM_COL_BYTES // max(image_bytes(&plan.taps), 1)))
     plan.src = make_layout(plain_md(g.data_shape, g.dtype, ROLE_DATA, 1), ROLE_DATA,
                            g.data_shape)
     plan.diff_dst = make_layout(plain_md(g.out_shape, g.dtype, ROLE_DATA, 1), ROLE_DATA,

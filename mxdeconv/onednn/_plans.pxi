@@ -206,10 +206,6 @@ def _enumerate(make_pd, builder, list variants, act_type=None, skip=None, only=N
         variants = [v for v in variants if v == tuple(only)]
         if second is not None and second.variant != tuple(only):
             second = None
-    if second is not None and not variants:
-        second.index = 0
-        yield second
-        return
     seen = set()
     deferred = []
     cdef Candidate c
@@ -240,7 +236,7 @@ def _enumerate(make_pd, builder, list variants, act_type=None, skip=None, only=N
                         second = None
             if not pd.next_impl():
                 pd = None
-    if second is not None:   # oneDNN offered no candidate but reference kernels
+    if second is not None:   # ``only`` its variant, or oneDNN offered only reference kernels
         second.index = index
         index += 1
         yield second
@@ -421,8 +417,6 @@ def backward_weights_candidates(geom, str dtype, variant=None):
     cdef PrimitiveDesc conv_hint = conv_forward_hint(g) if direct else None
 
     def make_pd(family, weights, fused, act_fused, direct):
-        if direct == GEMM_VARIANT[4]:
-            return None
         if direct:
             return direct_conv_pd(g, PASS_BACKWARD_WEIGHTS,
                                   family_md(g.src_dims, dtype, family), weights_md(g, weights),
@@ -432,13 +426,10 @@ def backward_weights_candidates(geom, str dtype, variant=None):
                          g.bias_any() if g.has_bias else None,
                          family_md(g.dst_dims, dtype, family), hint, None)
 
-    gemm = gemm_backward_weights_candidate(geom, dtype)   # mxdeconv's own, or None
-    variants = _variants(False, direct=direct)
-    if gemm is not None:
-        variants.append(GEMM_VARIANT)   # make_pd offers nothing for it: ``second`` is it
-    return _enumerate(make_pd, lambda c: build_backward_weights(g, c), variants,
+    return _enumerate(make_pd, lambda c: build_backward_weights(g, c),
+                      _variants(False, direct=direct),
                       skip=_bias_sum_cannot_read if g.has_bias else None, only=variant,
-                      second=gemm)
+                      second=gemm_backward_weights_candidate(geom, dtype))
 
 
 def _bias_sum_cannot_read(Candidate c):
