@@ -34,6 +34,11 @@ watching = env_word("MXDECONV_LOAD_WATCH", "on") == "on"
 
 Reading = Tuple[float, float, float]   # (wall seconds, others' CPU seconds, all CPUs)
 
+try:
+    _TICKS = os.sysconf("SC_CLK_TCK")
+except (AttributeError, ValueError, OSError):  # not POSIX: /proc/stat is absent anyway
+    _TICKS = 100
+
 
 def _busy_and_steal_seconds() -> Optional[float]:
     """CPU seconds all processes spent busy, plus steal, since boot (None:
@@ -46,12 +51,6 @@ def _busy_and_steal_seconds() -> Optional[float]:
     except (OSError, ValueError):
         return None
     return (user + nice + system + irq + softirq + steal) / _TICKS
-
-
-try:
-    _TICKS = os.sysconf("SC_CLK_TCK")
-except (AttributeError, ValueError, OSError):  # not POSIX: /proc/stat is absent anyway
-    _TICKS = 100
 
 
 def _reading() -> Optional[Reading]:

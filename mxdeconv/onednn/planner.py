@@ -503,35 +503,34 @@ def _tuning_units(geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]]
             if not math.isinf(seconds):  # inf: not a contender (see the cost functions)
                 timed.append(_Timed(seconds, threads, candidate))
             yield
-    costs.precise = True
-    timed.sort(key=lambda entry: entry.seconds)
-    # The fastest few, and the first choice wherever it came: it is the one
-    # to beat (FIRST_CHOICE_MARGIN), so its time must be as precise.
-    refined = timed[:REFINE] + [e for e in timed[REFINE:]
-                                if (e.candidate.index, e.threads) in agreed]
-    for entry in refined:
-        with _ops.using_threads(entry.threads):
-            entry.seconds = cost(entry.candidate.build())
-        yield
     def incumbent(entry: _Timed) -> bool:
         return (entry.candidate.index, entry.threads) in agreed
 
     def rank(entry: _Timed) -> float:
         return _ranking((entry.seconds, entry.threads), incumbent(entry))
 
+    costs.precise = True
+    timed.sort(key=lambda entry: entry.seconds)
+    # The fastest few, and the first choice wherever it came: it is the one
+    # to beat (FIRST_CHOICE_MARGIN), so its time must be as precise.
+    for entry in timed[:REFINE] + [e for e in timed[REFINE:] if incumbent(e)]:
+        with _ops.using_threads(entry.threads):
+            entry.seconds = cost(entry.candidate.build())
+        yield
     timed.sort(key=rank)
     holder = next((e for e in timed if incumbent(e)), None)
     if holder is not None and timed[0] is not holder:
         # The challenger must win again, the two timed in turns: one hiccup
         # in either's refine run decides a swap otherwise.
-        challenger, times = timed[0], {id(timed[0]): [], id(holder): []}
+        pair = (timed[0], holder)
+        runs = ([timed[0].seconds], [holder.seconds])
         for _ in range(DUEL_ROUNDS):
-            for entry in (challenger, holder):
+            for entry, times in zip(pair, runs):
                 with _ops.using_threads(entry.threads):
-                    times[id(entry)].append(cost(entry.candidate.build()))
+                    times.append(cost(entry.candidate.build()))
                 yield
-        for entry in (challenger, holder):
-            entry.seconds = statistics.median(times[id(entry)] + [entry.seconds])
+        for entry, times in zip(pair, runs):
+            entry.seconds = statistics.median(times)
         timed.sort(key=rank)
     measured = [Measured(repr(e.candidate) + (FIRST_CHOICE if incumbent(e) else ""),
                          e.threads, e.seconds) for e in timed]
