@@ -270,7 +270,8 @@ def table_text(document: Mapping[str, Any]) -> str:
     records = document["cases"]
     flagged = any(_flag(r) == "!" for r in records)
     parts = [header_lines(document), summary_lines(records), time_table(records),
-             peak_table(records), kernel_table(records), speedup_table(records, document.get("versions", {})) + missing_lines(records)
+             peak_table(records), kernel_table(records),
+             speedup_table(records, document.get("versions", {})) + missing_lines(records)
              + (["! other processes took over 10% of the CPU while this case ran"]
                 if flagged else []),
              overhead_lines(document), check_line(records)]
