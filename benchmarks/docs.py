@@ -123,9 +123,12 @@ ROUTES = {"deconv": "dc", "any": "any", "bwd_data": "bd", "fwd": "fw", "bwd_weig
 
 def _kernel(impl: Optional[str]) -> str:
     """A plan's kernel, short: route/kernel family (ROUTES), e.g. ``bd/jit`` for
-    ``conv:bwd_data+jit:avx512_core`` or ``dc/brgconv_strided``."""
+    ``conv:bwd_data+jit:avx512_core`` or ``dc/brgconv_strided``; a sub-grid
+    plan's is ``sg:`` and its sub-grid layer's plan's."""
     if not impl:
         return "-"
+    if impl.startswith("subgrid+"):
+        return "sg:" + _kernel(impl[len("subgrid+"):])
     route, _, kernel = impl.rpartition("+")
     route = route.split(":")[-1] if route.startswith(("conv:", "mxdeconv:")) else "deconv"
     family = kernel.split(":")[-2 if kernel.count(":") > 1 else 0]
@@ -150,7 +153,8 @@ def kernel_table(records: Sequence[Mapping[str, Any]]) -> List[str]:
     lines = ["mxdeconv, the kernel of each pass of a training step: route/kernel family",
              "(route: dc deconvolution primitive, any its convolution wrapper; the",
              "convolution run directly: bd backward data, fw forward, bw backward weights;",
-             "mm mxdeconv's im2col + GEMM)",
+             "mm mxdeconv's im2col + GEMM; sg: the sub-grid layer's plan, on the",
+             "output sub-grid where stride and dilation share a factor)",
              f"{'layer':16s} {'batch':>5s} " + " ".join(
                  f"{h:19s}" for h in ("forward", "backward data", "backward weights"))]
     for record in records:

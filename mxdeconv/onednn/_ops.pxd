@@ -156,3 +156,28 @@ cdef cnp.ndarray reordered(MemoryDesc src, cnp.ndarray src_buf, MemoryDesc dst, 
 
 cdef inline void *data_ptr(cnp.ndarray buffer):
     return cnp.PyArray_DATA(buffer)
+
+
+# A data tensor and its output sub-grid (semantics/subgrid.py) as the sub-grid
+# loops walk them, in one layout: ``planes`` (image, channel block) planes of
+# pixels ``width`` channels wide (``blocks`` blocks a plane); 1-D and 2-D
+# layers as 3-D ones with leading axes of extent 1.  Sub-grid pixel t of an
+# axis is full pixel first + step * t.
+cdef struct SubGridWalk:
+    Py_ssize_t planes, blocks, width, channels
+    Py_ssize_t out_size[3]
+    Py_ssize_t sub_size[3]
+    Py_ssize_t step[3]
+    Py_ssize_t first[3]
+
+
+cdef class SubgridForwardPlan(ForwardPlan):
+    cdef readonly ForwardPlan inner
+    cdef SubGridWalk walk
+    cdef Py_ssize_t sub_floats   # the inner plan's dst, in floats
+
+
+cdef class SubgridBackwardWeightsPlan(BackwardWeightsPlan):
+    cdef readonly BackwardWeightsPlan inner
+    cdef SubGridWalk walk
+    cdef Py_ssize_t sub_floats   # the inner plan's diff_dst, in floats

@@ -12,6 +12,7 @@ Every oneDNN handle lives in a small owning class (``MemoryDesc``,
 and every oneDNN status is checked: a refusal raises ``MXNetError`` naming
 oneDNN's status.
 """
+import dataclasses
 import heapq
 import os
 import threading
@@ -28,6 +29,7 @@ from ._dnnl cimport *
 from mxdeconv._core.args import int_arg
 from mxdeconv._core.env import env_int
 from mxdeconv._core.errors import MXNetError
+from mxdeconv.semantics.subgrid import subgrid_of
 from mxdeconv._core.buffers cimport aligned_array, aligned_bytes
 
 cnp.import_array()
@@ -66,4 +68,5 @@ include "_descriptors.pxi"
 include "_bias_loops.pxi"
 include "_gemm.pxi"
 include "_plans.pxi"
+include "_subgrid.pxi"
 include "_timing.pxi"

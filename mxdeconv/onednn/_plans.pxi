@@ -192,20 +192,19 @@ cdef ForwardPlan build_forward(Geometry g, Candidate c):
 
 
 def _enumerate(make_pd, builder, list variants, act_type=None, skip=None, only=None,
-               Candidate second=None):
+               own=None):
     """Candidates of one pass: for each variant (data layout family, weights
     layout family, bias fused?, activation fused?, direct convolution?),
     oneDNN's implementations in its order; duplicates once, and those
     ``skip(candidate)`` declines, left out; reference kernels last.
-    ``second``, a plan of mxdeconv's own, comes right after oneDNN's first
-    choice (the tuner, bounded in time, reaches it early).  With ``only``,
+    ``own``, mxdeconv's own plans (an iterable, read when reached; those of
+    ``only``'s variant alone when it is given), come right after oneDNN's first
+    choice (the tuner, bounded in time, reaches them early).  With ``only``,
     that variant's alone (none if it is not one of ``variants``: the value
     may come from the plan cache); their indices are then not the positions
     in the full enumeration."""
     if only is not None:
         variants = [v for v in variants if v == tuple(only)]
-        if second is not None and second.variant != tuple(only):
-            second = None
     seen = set()
     deferred = []
     cdef Candidate c
@@ -229,17 +228,19 @@ def _enumerate(make_pd, builder, list variants, act_type=None, skip=None, only=N
                     c.index = index
                     index += 1
                     yield c
-                    if second is not None:
-                        second.index = index
-                        index += 1
-                        yield second
-                        second = None
+                    if own is not None:
+                        for c in own:
+                            c.index = index
+                            index += 1
+                            yield c
+                        own = None
             if not pd.next_impl():
                 pd = None
-    if second is not None:   # ``only`` its variant, or oneDNN offered only reference kernels
-        second.index = index
-        index += 1
-        yield second
+    if own is not None:   # ``only`` one of theirs, or oneDNN offered only reference kernels
+        for c in own:
+            c.index = index
+            index += 1
+            yield c
     for c in deferred:
         c.index = index
         index += 1
@@ -324,8 +325,12 @@ def forward_candidates(geom, str dtype, bint training, bint accumulate, act_type
                          family_md(g.dst_dims, dtype, family), None,
                          act_attr if act_fused and fused else attr)
 
+    own = None
+    if act_type is None and not accumulate:
+        own = subgrid_candidates("forward", geom, dtype, training, variant)
     return _enumerate(make_pd, lambda c: build_forward(g, c),
-                      _variants(g.has_bias, act_flags, direct), act_type, _forward_skip, variant)
+                      _variants(g.has_bias, act_flags, direct), act_type, _forward_skip, variant,
+                      own)
 
 
 #: oneDNN's convolution-based deconvolution (``ref_deconvolution``: a backward-
@@ -429,7 +434,16 @@ def backward_weights_candidates(geom, str dtype, variant=None):
     return _enumerate(make_pd, lambda c: build_backward_weights(g, c),
                       _variants(False, direct=direct),
                       skip=_bias_sum_cannot_read if g.has_bias else None, only=variant,
-                      second=gemm_backward_weights_candidate(geom, dtype))
+                      own=_own_backward_weights(geom, dtype, variant))
+
+
+def _own_backward_weights(geom, str dtype, variant):
+    """mxdeconv's backward-weights plans: the GEMM plan, then the sub-grid's."""
+    if variant is None or tuple(variant) == GEMM_VARIANT:
+        gemm = gemm_backward_weights_candidate(geom, dtype)
+        if gemm is not None:
+            yield gemm
+    yield from subgrid_candidates("backward_weights", geom, dtype, variant=variant)
 
 
 def _bias_sum_cannot_read(Candidate c):

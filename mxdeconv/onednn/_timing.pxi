@@ -81,8 +81,31 @@ cdef list time_channel_loop(bint summing, const ChannelBlocks *blocks, int plann
     return times
 
 
-cdef list time_gemm_plan(GemmBackwardWeightsPlan plan, int repeats):
-    """Per-run seconds of a GEMM plan on written buffers (as time_primitive)."""
+cdef list time_forward_run(ForwardPlan plan, int repeats):
+    """Per-run seconds of a forward plan's run() on written buffers (as
+    time_primitive): for plans with loops of mxdeconv's own around primitives."""
+    cdef cnp.ndarray src = touched_bytes(plan.src.desc.size + 64, 0)
+    cdef cnp.ndarray weights = touched_bytes(plan.weights.desc.size + 64, 1)
+    cdef cnp.ndarray dst = touched_bytes(plan.dst.desc.size + 64, 2)
+    cdef cnp.ndarray bias_buf = None
+    cdef void *bias = NULL
+    cdef double start
+    cdef int i
+    if plan.bias is not None:
+        bias_buf = touched_bytes(plan.bias.desc.size + 64, 3)
+        bias = data_ptr(bias_buf)
+    times = []
+    for i in range(repeats + 1):  # the first: warm-up (the workspace's first touch)
+        start = now()
+        plan.run(data_ptr(src), data_ptr(weights), bias, data_ptr(dst))
+        if i:
+            times.append(now() - start)
+    return times
+
+
+cdef list time_backward_weights_run(BackwardWeightsPlan plan, int repeats):
+    """Per-run seconds of a backward-weights plan's run() on written buffers
+    (as time_forward_run)."""
     cdef cnp.ndarray src = touched_bytes(plan.src.desc.size + 64, 0)
     cdef cnp.ndarray diff_dst = touched_bytes(plan.diff_dst.desc.size + 64, 1)
     cdef cnp.ndarray diff_weights = touched_bytes(plan.diff_weights.desc.size + 64, 2)
@@ -139,6 +162,10 @@ def bench_raw(plan, int repeats=10):
     cdef ForwardPlan fwd
     cdef BackwardDataPlan bwd_data
     cdef BackwardWeightsPlan bwd_weights
+    if isinstance(plan, SubgridForwardPlan):
+        return time_forward_run(plan, repeats)
+    if isinstance(plan, (GemmBackwardWeightsPlan, SubgridBackwardWeightsPlan)):
+        return time_backward_weights_run(plan, repeats)
     if isinstance(plan, ForwardPlan):
         fwd = plan
         descs = [fwd.src.desc, fwd.weights.desc]
@@ -161,8 +188,6 @@ def bench_raw(plan, int repeats=10):
         bwd_data = plan
         return time_primitive(bwd_data.prim, [bwd_data.diff_dst.desc, bwd_data.weights.desc,
                                               bwd_data.diff_src.desc], repeats)
-    if isinstance(plan, GemmBackwardWeightsPlan):
-        return time_gemm_plan(plan, repeats)
     bwd_weights = plan
     descs = [bwd_weights.src.desc, bwd_weights.diff_dst.desc, bwd_weights.diff_weights.desc]
     if bwd_weights.diff_bias is not None and not bwd_weights.direct:

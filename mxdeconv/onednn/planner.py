@@ -97,7 +97,7 @@ FIRST_CHOICE = " (the first choice)"
 #: Part of the on-disk key: bumped whenever the candidates a pass enumerates
 #: change (a kept choice names its candidate by position) or the tuner's rules
 #: do (a kept choice is what they chose).  Its history: docs/changelog.rst.
-PLANNER_VERSION = 6
+PLANNER_VERSION = 7
 #: While a layer pass is tuned on its calls, each call costs on average at most
 #: this fraction of its own time more (see _Tuner).
 TUNE_SHARE = 0.25
@@ -366,9 +366,10 @@ def _known_suspect(geom: DeconvGeometry) -> Callable[[Any], bool]:
     the tuner still times and checks them, and on the layers where they are
     right they can win."""
     def suspect(candidate: Any) -> bool:
+        # A sub-grid plan's kernel is its sub-grid layer's, with the bias fused.
+        impl = candidate.impl.removeprefix(_ops.SUBGRID)
         return (geom.bias_shape is not None and candidate.bias_fused
-                and candidate.impl.startswith("brg_conv:")
-                and "brgconv_strided" in candidate.impl)
+                and impl.startswith("brg_conv:") and "brgconv_strided" in impl)
     return suspect
 
 
