@@ -43,17 +43,19 @@ cdef SubGridWalk subgrid_walk(MemoryDesc full, ChannelBlocks blocks, sub) except
     return w
 
 
-cdef inline void fill_pixels(float *row, const float *fill, Py_ssize_t pixels,
-                             Py_ssize_t width) noexcept nogil:
-    cdef Py_ssize_t p, j
-    if width == 1:
-        for p in range(pixels):
-            row[p] = fill[0]
-        return
-    for p in range(pixels):
-        for j in range(width):
-            row[j] = fill[j]
-        row += width
+cdef inline void move_pixel(float *target, const float *source,
+                            Py_ssize_t width) noexcept nogil:
+    """One pixel's ``width`` lanes: fixed-size copies for the blocked widths,
+    which the compiler turns into a few vector moves (a call to memcpy per
+    pixel cost more than the copy)."""
+    if width == 16:
+        memcpy(target, source, 16 * sizeof(float))
+    elif width == 8:
+        memcpy(target, source, 8 * sizeof(float))
+    elif width == 1:
+        target[0] = source[0]
+    else:
+        memcpy(target, source, width * sizeof(float))
 
 
 cdef inline bint on_grid(Py_ssize_t pixel, const SubGridWalk *w, int axis,
@@ -68,61 +70,143 @@ cdef inline bint on_grid(Py_ssize_t pixel, const SubGridWalk *w, int axis,
 
 cdef inline void scatter_row(const float *sub, float *full, const float *fill,
                              const SubGridWalk *w, Py_ssize_t unit) noexcept nogil:
-    """Row ``unit`` (plane, o0, o1) of the full tensor: filled, then its
-    sub-grid pixels copied over it while it is in cache."""
+    """Row ``unit`` (plane, o0, o1) of the full tensor: its sub-grid pixels
+    from sub, ``fill`` (the plane's block of it) at every other pixel."""
     cdef Py_ssize_t n1 = w.out_size[1], n2 = w.out_size[2], width = w.width
     cdef Py_ssize_t rows = w.out_size[0] * n1, plane = unit // rows
-    cdef Py_ssize_t t0, t1, t2, stride = w.step[2] * width
+    cdef Py_ssize_t t0, t1, t2, pixel = 0, next_on
     cdef float *row = full + unit * n2 * width
-    fill_pixels(row, fill + plane % w.blocks * width, n2, width)
-    if not (on_grid(unit % rows // n1, w, 0, &t0) and on_grid(unit % n1, w, 1, &t1)):
-        return
-    cdef const float *source = sub + ((plane * w.sub_size[0] + t0) * w.sub_size[1] + t1) \
-        * w.sub_size[2] * width
-    row += w.first[2] * width
-    if width == 1:
+    cdef const float *source = NULL
+    fill += plane % w.blocks * width
+    if on_grid(unit % rows // n1, w, 0, &t0) and on_grid(unit % n1, w, 1, &t1):
+        source = sub + ((plane * w.sub_size[0] + t0) * w.sub_size[1] + t1) \
+            * w.sub_size[2] * width
         for t2 in range(w.sub_size[2]):
-            row[t2 * stride] = source[t2]
-    else:
-        for t2 in range(w.sub_size[2]):
-            memcpy(row + t2 * stride, source + t2 * width, width * sizeof(float))
+            next_on = w.first[2] + t2 * w.step[2]
+            while pixel < next_on:
+                move_pixel(row + pixel * width, fill, width)
+                pixel += 1
+            move_pixel(row + pixel * width, source + t2 * width, width)
+            pixel += 1
+    while pixel < n2:
+        move_pixel(row + pixel * width, fill, width)
+        pixel += 1
 
 
 cdef void scatter_subgrid(const float *sub, float *full, const float *fill,
                           const SubGridWalk *w, int threads) noexcept nogil:
     """full = the sub-grid's pixels where they lie, ``fill`` (a width of values
-    per channel block: the bias, padding lanes 0) everywhere else."""
+    per channel block: the bias, padding lanes 0) everywhere else: one write
+    of every pixel."""
     cdef Py_ssize_t unit
     for unit in prange(w.planes * w.out_size[0] * w.out_size[1], num_threads=threads,
                        schedule="static"):
         scatter_row(sub, full, fill, w, unit)
 
 
-cdef inline void gather_row(const float *full, float *sub, const SubGridWalk *w,
-                            Py_ssize_t unit) noexcept nogil:
-    """Row ``unit`` (plane, t0, t1) of the sub-grid, from full."""
-    cdef Py_ssize_t c1 = w.sub_size[1], c2 = w.sub_size[2], width = w.width
-    cdef Py_ssize_t rows = w.sub_size[0] * c1, plane = unit // rows
-    cdef Py_ssize_t t2, stride = w.step[2] * width
-    cdef float *row = sub + unit * c2 * width
-    cdef const float *source = full + (
-        ((plane * w.out_size[0] + w.first[0] + unit % rows // c1 * w.step[0]) * w.out_size[1]
-         + w.first[1] + unit % c1 * w.step[1]) * w.out_size[2] + w.first[2]) * width
-    if width == 1:
-        for t2 in range(c2):
-            row[t2] = source[t2 * stride]
-    else:
-        for t2 in range(c2):
-            memcpy(row + t2 * width, source + t2 * stride, width * sizeof(float))
+cdef enum:
+    # The most pixels a row's lanes are summed over in float before the sums
+    # go into doubles (a 1-D row can be 8192 pixels long).
+    FLOAT_RUN = 64
 
 
-cdef void gather_subgrid(const float *full, float *sub, const SubGridWalk *w,
-                         int threads) noexcept nogil:
-    """sub = the sub-grid's pixels of full."""
+cdef inline void sum_pixels(const float *row, double *sums, Py_ssize_t pixels,
+                            Py_ssize_t width) noexcept nogil:
+    """sums[j] = the sum of lane j over ``pixels`` pixels of ``width`` lanes.
+    16 float partial sums that the compiler vectorises (one lane: over 16
+    consecutive pixels; 8 or 16 lanes: a pixel's), added into the doubles
+    every FLOAT_RUN pixels; other widths in double, lane by lane."""
+    cdef float partial[16]
+    cdef Py_ssize_t p, j, k, run
+    if width != 1 and width != 8 and width != 16:
+        for j in range(width):
+            sums[j] = 0
+        for p in range(pixels):
+            for j in range(width):
+                sums[j] += row[p * width + j]
+        return
+    for j in range(width):
+        sums[j] = 0
+    p = 0
+    while p < pixels:
+        run = pixels - p if pixels - p < FLOAT_RUN else FLOAT_RUN
+        for k in range(16):
+            partial[k] = 0
+        if width == 1:
+            j = 0
+            while j + 16 <= run:
+                for k in range(16):
+                    partial[k] += row[p + j + k]
+                j += 16
+            while j < run:
+                partial[j % 16] += row[p + j]
+                j += 1
+            for k in range(16):
+                sums[0] += partial[k]
+        elif width == 16:
+            for j in range(run):
+                for k in range(16):
+                    partial[k] += row[(p + j) * 16 + k]
+            for k in range(16):
+                sums[k] += partial[k]
+        else:
+            for j in range(run):
+                for k in range(8):
+                    partial[k] += row[(p + j) * 8 + k]
+            for k in range(8):
+                sums[k] += partial[k]
+        p += run
+
+
+cdef inline void gather_row(const float *full, float *sub, double *sums,
+                            const SubGridWalk *w, Py_ssize_t unit) noexcept nogil:
+    """Row ``unit`` (plane, o0, o1) of full: its sub-grid pixels into sub, and
+    (``sums`` not NULL) the sums of its lanes into ``sums``."""
+    cdef Py_ssize_t n1 = w.out_size[1], n2 = w.out_size[2], width = w.width
+    cdef Py_ssize_t rows = w.out_size[0] * n1, plane = unit // rows
+    cdef Py_ssize_t t0, t1, t2, stride = w.step[2] * width
+    cdef const float *row = full + unit * n2 * width
+    if sums != NULL:
+        sum_pixels(row, sums, n2, width)
+    if not (on_grid(unit % rows // n1, w, 0, &t0) and on_grid(unit % n1, w, 1, &t1)):
+        return
+    cdef float *target = sub + ((plane * w.sub_size[0] + t0) * w.sub_size[1] + t1) \
+        * w.sub_size[2] * width
+    row += w.first[2] * width
+    for t2 in range(w.sub_size[2]):
+        move_pixel(target + t2 * width, row + t2 * stride, width)
+
+
+cdef inline Py_ssize_t full_rows(const SubGridWalk *w) noexcept nogil:
+    return w.planes * w.out_size[0] * w.out_size[1]
+
+
+cdef void gather_subgrid(const float *full, float *sub, double *sums,
+                         const SubGridWalk *w, int threads) noexcept nogil:
+    """sub = the sub-grid's pixels of full, in one pass over full that also
+    sums each of its rows' lanes into ``sums`` (full_rows x width doubles;
+    NULL: no sums): the bias gradient reads all of full anyway."""
     cdef Py_ssize_t unit
-    for unit in prange(w.planes * w.sub_size[0] * w.sub_size[1], num_threads=threads,
-                       schedule="static"):
-        gather_row(full, sub, w, unit)
+    for unit in prange(full_rows(w), num_threads=threads, schedule="static"):
+        gather_row(full, sub, NULL if sums == NULL else sums + unit * w.width, w, unit)
+
+
+cdef void sum_rows(const double *sums, float *diff_bias, const SubGridWalk *w) noexcept nogil:
+    """diff_bias[c] = the sum of gather_subgrid's row sums of channel c, in a
+    fixed order (channel block b's lane j: every row of the planes of b)."""
+    cdef Py_ssize_t rows = w.out_size[0] * w.out_size[1], block, lane, plane, r
+    cdef double total
+    for block in range(w.blocks):
+        for lane in range(w.width):
+            if block * w.width + lane >= w.channels:
+                break   # a block's padding lanes
+            total = 0
+            plane = block
+            while plane < w.planes:
+                for r in range(plane * rows, (plane + 1) * rows):
+                    total += sums[r * w.width + lane]
+                plane += w.blocks
+            diff_bias[block * w.width + lane] = <float>total
 
 
 # ----------------------------------------------------------------------------
@@ -152,20 +236,23 @@ cdef class SubgridForwardPlan(ForwardPlan):
 
 cdef class SubgridBackwardWeightsPlan(BackwardWeightsPlan):
     """diff_weights = the sub-grid layer's backward weights (``inner``) on
-    diff_dst's sub-grid (gathered into this thread's workspace); diff_bias
-    summed over all of diff_dst."""
+    diff_dst's sub-grid, gathered into this thread's workspace in the pass
+    over diff_dst that also sums diff_bias."""
 
     cdef int run(self, void *src, void *diff_dst, void *diff_weights,
                  void *diff_bias) except -1:
-        cdef float *sub = workspace(self.sub_floats)
+        cdef const SubGridWalk *w = &self.walk
+        cdef bint summing = diff_bias != NULL and self.diff_bias is not None
+        cdef Py_ssize_t sums_at = (self.sub_floats + 15) // 16 * 16   # 64-byte aligned
+        # The row sums: doubles, two floats of the workspace each.
+        cdef float *sub = workspace(sums_at + (2 * full_rows(w) * w.width if summing else 0))
+        cdef double *sums = <double *>(sub + sums_at) if summing else NULL
         cdef int threads = loop_team(self.threads)
         with nogil:
-            gather_subgrid(<const float *>diff_dst, sub, &self.walk, threads)
+            gather_subgrid(<const float *>diff_dst, sub, sums, w, threads)
+            if summing:
+                sum_rows(sums, <float *>diff_bias, w)
         self.inner.run(src, sub, diff_weights, NULL)
-        if self.bias_blocks.planes and diff_bias != NULL:
-            with nogil:
-                sum_bias(<const float *>diff_dst, <float *>diff_bias, &self.bias_blocks,
-                         threads)
         return 0
 
 
@@ -271,5 +358,4 @@ cdef SubgridBackwardWeightsPlan build_subgrid_backward_weights(
     if g.has_bias:
         plan.diff_bias = make_layout(plain_md(g.bias_dims, g.dtype, ROLE_BIAS, 1),
                                      ROLE_BIAS, g.bias_dims)
-        plan.bias_blocks = channel_blocks(plan.diff_dst.desc)
     return plan

@@ -60,7 +60,7 @@ def subgrid_of(geom: DeconvGeometry) -> Optional[SubGrid]:
                   zip(geom.spatial_in, stride, param.kernel, dilate, pad_l, sub_out))
     sub_param = dataclasses.replace(param, stride=stride, dilate=dilate, pad=pad_l,
                                     adj=(0,) * len(step),
-                                    target_shape=(0,) * len(step))
+                                    target_shape=())
     sub_geom = dataclasses.replace(geom, param=sub_param,
                                    out_shape=geom.out_shape[:2] + sub_out,
                                    pad_l=pad_l, pad_r=pad_r, adj=(0,) * len(step))

@@ -33,6 +33,8 @@ LAYERS = {
                                             pad=(1, 3), num_filter=96)),
     "steps_differ": ((2, 20, 7, 9), dict(kernel=(3, 2), stride=(4, 2), dilate=(2, 2),
                                          pad=(1, 0), adj=(1, 1), num_filter=12)),
+    "padded_blocks": ((2, 64, 7, 9), dict(kernel=(3, 3), stride=(2, 2), dilate=(2, 2),
+                                          pad=(1, 2), num_filter=12)),
     "one_axis_only": ((2, 32, 6, 8), dict(kernel=(3, 3), stride=(2, 2), dilate=(1, 2),
                                           pad=(1, 2), adj=(1, 0), num_filter=48)),
     "audio_1d_s3_d3": ((3, 128, 40), dict(kernel=(5,), stride=(3,), dilate=(3,), pad=(4,),
@@ -156,6 +158,41 @@ def test_every_sub_grid_plan_agrees_with_the_reference(name, with_bias, threads)
                 _close(got_bias, expected_bias, f"{candidate!r}: bias gradient")
             else:
                 assert got_bias is None
+
+
+@pytest.mark.parametrize("family", ["blocked16", "blocked8", "channels_last", "plain"])
+@pytest.mark.parametrize("name", ["padded_blocks", "odd_pad_first_1", "audio_1d_s3_d3"])
+def test_the_loops_walk_every_layout_family(name, family):
+    """The loops move pixels of 16, 8, all or one lane (a block's padding
+    lanes included: 12 output channels fill no block): each layout family's
+    first sub-grid plan, asked for by its variant, against the reference."""
+    geom, data, weight, bias, out_grad = _layer(name)
+    param = geom.param
+    args = (param.kernel, param.stride, param.dilate, geom.pad_l, geom.pad_r, param.num_group)
+    expected_out = reference_forward(data, weight, bias, *args)
+    _, expected_weight, expected_bias = reference_backward(out_grad, data, weight, *args)
+
+    def first(which, variants):
+        for variant in variants:
+            for candidate in _ops.subgrid_candidates(which, geom, "float32", False, variant):
+                return candidate
+        return None
+
+    # The deconvolution of the sub-grid layer, else its direct convolution.
+    forward = first("forward", [(family, "any", True, False, _ops.SUBGRID),
+                                (family, "any", False, False,
+                                 _ops.SUBGRID + _ops.DIRECT_FORWARD)])
+    backward = first("backward_weights", [
+        (family, "any", True, False, _ops.SUBGRID),
+        (family, "any", True, False, _ops.SUBGRID + _ops.DIRECT_BACKWARD_WEIGHTS)])
+    if forward is None or backward is None:
+        pytest.skip(f"oneDNN offers the sub-grid layer no {family} kernel on this CPU")
+    forward_plan, backward_plan = forward.build(), backward.build()
+    assert forward.family == backward.family == family
+    _close(forward_plan.run_plain(data, weight, bias), expected_out, f"{forward!r}: forward")
+    got_weight, got_bias = backward_plan.run_plain(data, out_grad)
+    _close(got_weight, expected_weight, f"{backward!r}: weight gradient")
+    _close(got_bias, expected_bias, f"{backward!r}: bias gradient")
 
 
 @pytest.mark.parametrize("name", sorted(LAYERS))
