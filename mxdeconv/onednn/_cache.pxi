@@ -11,6 +11,12 @@ def cache(key):
     return thread_cache().get(key)
 
 
+def cache_peek(key):
+    """This thread's cached entry for ``key`` (None if absent), neither counted
+    as a hit or miss nor made recent: for looking at another key's plan."""
+    return thread_cache().peek(key)
+
+
 def cache_put(key, value):
     thread_cache().put(key, value)
 

@@ -45,6 +45,11 @@ cdef class LRUCache:
         entry.used = self.clock
         return entry.value
 
+    cpdef object peek(self, key):
+        """The value for ``key`` (None if absent), neither counted nor stamped."""
+        cdef _Entry entry = self.entries.get(key)
+        return None if entry is None else entry.value
+
     cpdef put(self, key, value):
         cdef _Entry entry = _Entry.__new__(_Entry)
         entry.value = value

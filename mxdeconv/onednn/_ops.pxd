@@ -11,6 +11,7 @@ cdef class LRUCache:
     cdef readonly long hits, misses, evictions
     cdef unsigned long long clock
     cpdef object get(self, key)
+    cpdef object peek(self, key)
     cpdef put(self, key, value)
     cdef trim(self)
 

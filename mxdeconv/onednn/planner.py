@@ -337,11 +337,18 @@ def _backward_weights_cost(costs: _Costs, plan: Any) -> float:
             + costs.out_of(plan.diff_weights))
 
 
-def _backward_data_cost(costs: _Costs, plan: Any, shared: Any) -> float:
+def _backward_data_cost(costs: _Costs, plan: Any, shared: Any,
+                        forward_weights: Any = None) -> float:
+    """Backward data's time with its reorders, less those another pass of the
+    step pays: out_grad in backward weights' layout (``shared``: one reorder
+    serves both), the weight in the training forward's layout
+    (``forward_weights``: the call keeps the forward's reordered copy while the
+    weight is unchanged)."""
     diff_dst = 0.0 if shared is not None and plan.diff_dst == shared else \
         costs.into(plan.diff_dst)
-    return (costs.run(plan) + diff_dst + costs.into(plan.weights)
-            + costs.out_of(plan.diff_src))
+    weights = 0.0 if forward_weights is not None and plan.weights == forward_weights else \
+        costs.into(plan.weights)
+    return costs.run(plan) + diff_dst + weights + costs.out_of(plan.diff_src)
 
 
 # -- choosing ----------------------------------------------------------------------
@@ -1171,10 +1178,20 @@ class BackwardPlans:
     weights: Any
 
 
+def _training_forward_weights(geom: DeconvGeometry, dtype: str, threads: int) -> Any:
+    """The weight layout of this thread's training forward plan for ``geom``
+    (without req=add or an activation; None: none planned yet)."""
+    plan = _ops.cache_peek(("forward", geom, dtype, True, False, None, threads, tuning_on))
+    return None if plan is None or isinstance(plan, Unavailable) else plan.weights
+
+
 def backward_plans(geom: DeconvGeometry, dtype: str) -> Union[BackwardPlans, Unavailable]:
-    """The backward-weights and backward-data plans; backward data counts no
-    out_grad reorder when it reads out_grad in backward weights' layout."""
+    """The backward-weights and backward-data plans, the two planned together:
+    backward data counts no out_grad reorder when it reads out_grad in
+    backward weights' layout, and no weight reorder when it takes the weight
+    in the layout of the step's training forward (planned before it)."""
     threads = _ops.get_num_threads()
+    forward_weights = _training_forward_weights(geom, dtype, threads)
     weights_costs, data_costs = _Costs(), _Costs()  # each tuner steps its own
     defective = _known_defective(geom, dtype)
     weights = _plan(("backward_weights", geom, dtype, threads, tuning_on), geom,
@@ -1189,7 +1206,8 @@ def backward_plans(geom: DeconvGeometry, dtype: str) -> Union[BackwardPlans, Una
                  lambda variant=None: _ops.backward_data_candidates(
                      geom, dtype, **_only(variant)),
                  lambda: kernel_check.backward_data_check(geom, dtype), data_costs,
-                 lambda plan: _backward_data_cost(data_costs, plan, weights.diff_dst),
+                 lambda plan: _backward_data_cost(data_costs, plan, weights.diff_dst,
+                                                  forward_weights),
                  _may_be_provisional(geom, dtype))
     if isinstance(data, Unavailable):
         return data

@@ -305,3 +305,60 @@ def test_a_hiccup_in_the_first_choices_refine_run_does_not_replace_it(monkeypatc
         plans._Costs(), lambda plan: plan.cost, agreed=[(0, 1)]))
     assert choice.index == 0 and plan is first
     assert first.runs == 2 + plans.DUEL_ROUNDS and challenger.runs == 2 + plans.DUEL_ROUNDS
+
+
+# -- the two backward passes planned together ------------------------------------------
+class _Layouts:
+    """A fake plan: its layouts are names, its reorders cost what _FakeCosts says."""
+
+    def __init__(self, diff_dst, weights):
+        self.diff_dst, self.weights, self.diff_src = diff_dst, weights, "plain"
+
+
+class _FakeCosts:
+    def run(self, plan):
+        return 1.0
+
+    def into(self, layout):
+        return {"blocked": 0.25, "other": 0.5, "plain": 0.0}[layout]
+
+    def out_of(self, layout):
+        return 0.0
+
+
+@pytest.mark.parametrize("diff_dst, shared, weights, forward, expected", [
+    ("blocked", None, "blocked", None, 1.5),        # both reorders paid
+    ("blocked", "blocked", "blocked", None, 1.25),  # out_grad's reorder serves both passes
+    ("blocked", "other", "blocked", "blocked", 1.25),  # the forward's weight copy serves
+    ("blocked", "blocked", "blocked", "blocked", 1.0),
+    ("blocked", "blocked", "blocked", "other", 1.25),  # another layout: reordered again
+])
+def test_backward_data_counts_no_reorder_another_pass_of_the_step_pays(
+        diff_dst, shared, weights, forward, expected):
+    cost = plans._backward_data_cost(_FakeCosts(), _Layouts(diff_dst, weights), shared, forward)
+    assert cost == expected
+
+
+def test_backward_plans_see_the_training_forwards_weight_layout(monkeypatch):
+    """Backward data is planned knowing the weight layout of this thread's
+    training forward of the layer (the call keeps that reordered copy), and
+    looking does not touch the primitive cache's counters."""
+    params = dict(kernel=(4, 4), stride=(2, 2), pad=(1, 1), num_filter=64, no_bias=False)
+    geom = infer_geometry(parse_params(params), (2, 64, 8, 8))
+    seen = []
+    real = plans._backward_data_cost
+
+    def spy(costs, plan, shared, forward_weights=None):
+        seen.append(forward_weights)
+        return real(costs, plan, shared, forward_weights)
+
+    monkeypatch.setattr(plans, "_backward_data_cost", spy)
+    threads = _ops.get_num_threads()
+    with planner_afresh(tuning=True, eager=True, monkeypatch=monkeypatch):
+        assert plans._training_forward_weights(geom, "float32", threads) is None
+        forward = plans.forward_plan(geom, "float32", True, False)
+        before = _ops.cache_info()
+        assert plans._training_forward_weights(geom, "float32", threads) == forward.weights
+        assert _ops.cache_info() == before
+        plans.backward_plans(geom, "float32")
+    assert seen and all(w == forward.weights for w in seen)
