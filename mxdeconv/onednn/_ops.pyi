@@ -30,9 +30,11 @@ GEMM_VARIANT: Tuple[str, str, bool, bool, str]
 GEMM_COL_BYTES: int
 GEMM_MAX_IMAGE_BYTES: int
 #: The prefix of the sub-grid plans' names (and their variants' direct
-#: prefix), and how many of the sub-grid layer's candidates a pass offers.
+#: prefix), how many of the sub-grid layer's candidates a pass offers, and the
+#: most bytes of the sub-grid tensor (kept in the per-thread workspace).
 SUBGRID: str
 SUBGRID_CANDIDATES: int
+SUBGRID_MAX_BYTES: int
 
 
 class LRUCache:

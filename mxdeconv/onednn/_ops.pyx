@@ -14,6 +14,7 @@ oneDNN's status.
 """
 import dataclasses
 import heapq
+import math
 import os
 import threading
 import warnings

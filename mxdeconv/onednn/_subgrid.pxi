@@ -16,6 +16,12 @@ SUBGRID = "subgrid+"
 #: pass offers: each lengthens the tuning of the layers that have a sub-grid.
 SUBGRID_CANDIDATES = 3
 
+#: The most bytes the sub-grid tensor may take for its plans to be offered:
+#: it lives in the per-thread workspace, kept between calls (a quarter of a
+#: 2-D result for a factor of 2; the dilated benchmark layer's is 8 MB at
+#: batch 32).
+SUBGRID_MAX_BYTES = 256 << 20
+
 #: The layout families the loops walk, both tensors in the same one.
 _WALKED_FAMILIES = ("blocked16", "blocked8", "channels_last", "plain")
 
@@ -269,16 +275,16 @@ cdef str walked_family(MemoryDesc desc, tuple dims, str dtype):
 
 def subgrid_candidates(str which, geom, str dtype, bint training=False, variant=None):
     """The sub-grid plans of pass ``which`` ("forward": without the sum post-op
-    or an activation; "backward_weights") for ``geom``, float32: one per of the
-    first SUBGRID_CANDIDATES candidates of the sub-grid's layer whose data
-    tensor on the sub-grid is in a layout the loops walk (all of them for
+    or an activation; "backward_weights") for ``geom``, float32: one for each
+    of the first SUBGRID_CANDIDATES candidates of the sub-grid's layer whose
+    data tensor on the sub-grid is in a layout the loops walk (all of them for
     ``variant``, a variant of this kind: its direct prefix is SUBGRID's).
-    None where ``geom`` has no sub-grid.  Their indices are set where they
-    are enumerated."""
+    None where ``geom`` has no sub-grid or its tensor would take more than
+    SUBGRID_MAX_BYTES.  Their indices are set where they are enumerated."""
     if dtype != "float32" or (variant is not None and not variant[4].startswith(SUBGRID)):
         return
     sub = subgrid_of(geom)
-    if sub is None:
+    if sub is None or math.prod(sub.geom.out_shape) * sizeof(float) > SUBGRID_MAX_BYTES:
         return
     inner_variant = None if variant is None else \
         tuple(variant[:4]) + (variant[4][len(SUBGRID):],)

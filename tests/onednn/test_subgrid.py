@@ -245,6 +245,26 @@ def test_no_sub_grid_plan_where_the_layer_has_none_or_the_pass_cannot_take_one()
     assert not forward_bf16 and not weights_bf16
 
 
+def test_no_sub_grid_plan_where_the_sub_grid_tensor_outgrows_the_workspace_bound(
+        monkeypatch):
+    """The sub-grid tensor lives in the per-thread workspace, kept between
+    calls (clear_cache() frees it): above SUBGRID_MAX_BYTES oneDNN's plans alone
+    are candidates."""
+    geom, data, weight, bias, _ = _layer("dilated_k3_s2_d2")
+    sub_bytes = 2 * 64 * 16 * 16 * 4   # images x channels x the 16x16 sub-grid x 4 bytes
+    assert subgrid_of(geom).geom.out_shape == (2, 64, 16, 16)
+    monkeypatch.setattr(_ops, "SUBGRID_MAX_BYTES", sub_bytes)
+    plan = _forward(geom)[0].build()
+    mxdeconv.clear_cache()
+    plan.run_plain(data, weight, bias)
+    assert _ops.workspace_bytes() >= sub_bytes
+    mxdeconv.clear_cache()
+    assert _ops.workspace_bytes() == 0
+    monkeypatch.setattr(_ops, "SUBGRID_MAX_BYTES", sub_bytes - 1)
+    assert not _forward(geom) and not _backward_weights(geom)
+    assert any(not c.is_reference for c in _ops.forward_candidates(geom, "float32", True, False))
+
+
 @pytest.mark.parametrize("which", ["forward", "backward_weights"])
 def test_a_kept_sub_grid_choice_is_found_again_by_its_variant(which):
     """The plan cache names a tuned choice by its variant and layouts
