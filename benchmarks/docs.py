@@ -118,7 +118,7 @@ PASS_COLUMNS = (("fwd_infer", "fwd-i"), ("fwd_train", "fwd-t"), ("bwd_data", "bw
 #: How oneDNN is asked for a pass, short: its deconvolution primitive, its
 #: convolution wrapper, or the convolution the pass is made of, run directly.
 ROUTES = {"deconv": "dc", "any": "any", "bwd_data": "bd", "fwd": "fw", "bwd_weights": "bw",
-          "im2col": "mm"}
+          "im2col": "mm", "scatter": "mm"}
 
 
 def _kernel(impl: Optional[str]) -> str:
@@ -153,7 +153,7 @@ def kernel_table(records: Sequence[Mapping[str, Any]]) -> List[str]:
     lines = ["mxdeconv, the kernel of each pass of a training step: route/kernel family",
              "(route: dc deconvolution primitive, any its convolution wrapper; the",
              "convolution run directly: bd backward data, fw forward, bw backward weights;",
-             "mm mxdeconv's im2col + GEMM; sg: the sub-grid layer's plan, on the",
+             "mm mxdeconv's GEMM plans; sg: the sub-grid layer's plan, on the",
              "output sub-grid where stride and dilation share a factor)",
              f"{'layer':16s} {'batch':>5s} " + " ".join(
                  f"{h:19s}" for h in ("forward", "backward data", "backward weights"))]

@@ -1,6 +1,8 @@
-# Included by _ops.pyx (one module, textual include): the backward-weights
-# plan mxdeconv offers beside oneDNN's: an im2col gather and one
-# single-precision GEMM (oneDNN's dnnl_sgemm) over many images at once.
+# Included by _ops.pyx (one module, textual include): the plans mxdeconv
+# offers beside oneDNN's on its single-precision GEMM (dnnl_sgemm): backward
+# weights as an im2col gather and one GEMM over many images at once, and the
+# forward of a layer whose taps do not overlap (kernel <= stride) as one GEMM
+# per image and a scatter.
 
 # ----------------------------------------------------------------------------
 # Backward weights as one GEMM
@@ -266,3 +268,133 @@ cdef GemmBackwardWeightsPlan build_gemm_backward_weights(Geometry g, geom, Candi
         plan.bias_blocks = channel_blocks(plan.diff_dst.desc)
     return plan
 
+
+
+# ----------------------------------------------------------------------------
+# The forward of a layer whose taps do not overlap, as one GEMM per image
+# ----------------------------------------------------------------------------
+# Where kernel <= stride on every axis (no dilation), each output pixel gets at
+# most one tap: dst[n, oc, i * stride + k - pad] = bias[oc] + sum over input
+# channels ic of src[n, ic, i] * weight[ic, oc, k].  Per image and group that
+# is col = weight^T x src (MXNet's weight is already the (input channel) x
+# (output channel, tap) matrix, src the (input channel) x (pixel) one) and a
+# scatter of col's rows into dst, the bias added, every output pixel written
+# once: no reorder of any tensor.  U-Net's and FCN's k2 s2 upsampling is such a
+# layer; oneDNN runs it as a GEMM convolution whose col2im accumulates into a
+# zeroed dst.
+
+#: Its name in plans and in the plan cache; the variant that finds it again.
+GEMM_FORWARD_IMPL = "mxdeconv:scatter+dnnl_sgemm"
+GEMM_FORWARD_VARIANT = ("plain", "plain", True, False, "mxdeconv:scatter+")
+
+
+cdef inline void scatter_taps_row(const float *col, float *dst, const TapGather *t,
+                                  Py_ssize_t unit, float bias) noexcept nogil:
+    """Row ``unit`` (output channel, o0, o1) of one image's dst from col (a row
+    per output channel and tap, a column per input pixel), ``bias`` added;
+    the pixels no tap reaches hold the bias alone."""
+    cdef Py_ssize_t n1 = t.out_size[1], n2 = t.out_size[2], rows = t.out_size[0] * n1
+    cdef Py_ssize_t oc = unit // rows, o0 = unit % rows // n1, o1 = unit % n1
+    cdef Py_ssize_t q0 = o0 + t.pad[0], q1 = o1 + t.pad[1], k2, lo, hi, i2, p
+    cdef Py_ssize_t s2 = t.stride[2], offset
+    cdef float *row = dst + unit * n2
+    cdef const float *source
+    # Pixel o of an axis is tap (o + pad) % stride of input pixel (o + pad) // stride.
+    cdef bint reached = (0 <= q0 < t.in_size[0] * t.stride[0] and q0 % t.stride[0] < t.kernel[0]
+                         and 0 <= q1 < t.in_size[1] * t.stride[1]
+                         and q1 % t.stride[1] < t.kernel[1])
+    if not reached or t.kernel[2] < s2 or t.in_size[2] * s2 - t.pad[2] < n2:
+        for p in range(n2):   # some pixels of the row get no tap
+            row[p] = bias
+    if not reached:
+        return
+    source = col + ((oc * t.kernel[0] + q0 % t.stride[0]) * t.kernel[1] + q1 % t.stride[1]) \
+        * t.kernel[2] * t.in_pixels + (q0 // t.stride[0] * t.in_size[1]
+                                        + q1 // t.stride[1]) * t.in_size[2]
+    for k2 in range(t.kernel[2]):
+        offset = k2 - t.pad[2]
+        reaching_pixels(offset, s2, t.in_size[2], n2, &lo, &hi)
+        for i2 in range(lo, hi):
+            row[i2 * s2 + offset] = source[i2] + bias
+        source += t.in_pixels
+
+
+cdef class GemmForwardPlan(ForwardPlan):
+    """dst = the forward of a layer whose taps do not overlap, one image at a
+    time: per group one GEMM into this thread's workspace, then scatter_taps_row
+    over every row of the image's dst, all in the default layouts."""
+
+    cdef int run(self, void *src, void *weights, void *bias, void *dst,
+                 bint activate=True) except -1:
+        cdef const TapGather *t = &self.taps
+        cdef Py_ssize_t height = t.out_per_group * t.taps   # col's rows per group
+        cdef Py_ssize_t image_rows = t.channels_out * t.out_size[0] * t.out_size[1]
+        cdef float *col = workspace(t.channels_out * t.taps * t.in_pixels)
+        cdef const float *biases = <const float *>bias if self.bias is not None else NULL
+        cdef int threads = loop_team(self.threads)
+        cdef Py_ssize_t n, g, unit
+        cdef const float *image
+        cdef float *out
+        cdef dnnl_status_t status = dnnl_success
+        for n in range(self.images):
+            image = <const float *>src + n * t.channels_in * t.in_pixels
+            out = <float *>dst + n * t.channels_out * t.out_pixels
+            with nogil:
+                g = 0
+                while g < t.groups and status == dnnl_success:
+                    status = dnnl_sgemm(b'T', b'N', height, t.in_pixels, t.in_per_group, 1.0,
+                                        <const float *>weights + g * t.in_per_group * height,
+                                        height, image + g * t.in_per_group * t.in_pixels,
+                                        t.in_pixels, 0.0, col + g * height * t.in_pixels,
+                                        t.in_pixels)
+                    g += 1
+                if status == dnnl_success:
+                    for unit in prange(image_rows, num_threads=threads, schedule="static"):
+                        scatter_taps_row(col, out, t, unit,
+                                    0 if biases == NULL else
+                                    biases[unit // (t.out_size[0] * t.out_size[1])])
+            check(status, f"GEMM of the forward ({self.impl})")
+        return 0
+
+
+def gemm_forward_candidate(geom, str dtype, bint accumulate=False, act_type=None):
+    """The GEMM + scatter forward plan as a candidate, or None where it is not
+    offered: float32 without req=add's sum or an activation, taps that do not
+    overlap (kernel <= stride, no dilation) and one image's col within
+    GEMM_MAX_IMAGE_BYTES.  Its index is set where it is enumerated."""
+    param = geom.param
+    if (dtype != "float32" or accumulate or act_type is not None
+            or any(d != 1 for d in param.dilate)
+            or any(k > s for k, s in zip(param.kernel, param.stride))):
+        return None
+    cdef Geometry g = Geometry.of(geom, dtype)
+    cdef TapGather t = tap_gather(g, geom)
+    if image_bytes(&t) > GEMM_MAX_IMAGE_BYTES:
+        return None
+    cdef Candidate c = Candidate.__new__(Candidate)
+    c.pd, c.family, c.weights, c.impl = None, "plain", "plain", GEMM_FORWARD_IMPL
+    c.bias_fused, c.act_type, c.act_fused, c.direct = True, None, False, False
+    c.variant = GEMM_FORWARD_VARIANT
+    c.layouts = (plain_md(g.data_shape, g.dtype, ROLE_DATA, 1).key,
+                 plain_md(g.weight_shape, g.dtype, ROLE_WEIGHTS, g.groups).key,
+                 plain_md(g.out_shape, g.dtype, ROLE_DATA, 1).key)
+    c.builder = lambda c: build_gemm_forward(g, geom, c)
+    return c
+
+
+cdef GemmForwardPlan build_gemm_forward(Geometry g, geom, Candidate c):
+    cdef GemmForwardPlan plan = GemmForwardPlan.__new__(GemmForwardPlan)
+    plan.impl, plan.family, plan.threads = c.impl, c.family, omp_get_max_threads()
+    plan.bias_fused, plan.act_type, plan.act_fused, plan.direct = True, None, False, False
+    plan.taps = tap_gather(g, geom)
+    plan.images = g.data_shape[0]
+    plan.src = make_layout(plain_md(g.data_shape, g.dtype, ROLE_DATA, 1), ROLE_DATA,
+                           g.data_shape)
+    plan.weights = make_layout(plain_md(g.weight_shape, g.dtype, ROLE_WEIGHTS, g.groups),
+                               ROLE_WEIGHTS, g.weight_shape, g.groups)
+    plan.dst = make_layout(plain_md(g.out_shape, g.dtype, ROLE_DATA, 1), ROLE_DATA,
+                           g.out_shape)
+    if g.has_bias:
+        plan.bias = make_layout(plain_md(g.bias_dims, g.dtype, ROLE_BIAS, 1), ROLE_BIAS,
+                                g.bias_dims)
+    return plan

@@ -143,6 +143,11 @@ cdef class GemmBackwardWeightsPlan(BackwardWeightsPlan):
     cdef readonly Py_ssize_t images, chunk   # images per GEMM (the last may have fewer)
 
 
+cdef class GemmForwardPlan(ForwardPlan):
+    cdef TapGather taps
+    cdef readonly Py_ssize_t images
+
+
 cdef ThreadState thread_state()
 cdef int enter_threads(int threads)
 cdef void leave_threads(int ambient)

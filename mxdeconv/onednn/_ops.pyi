@@ -29,6 +29,10 @@ GEMM_IMPL: str
 GEMM_VARIANT: Tuple[str, str, bool, bool, str]
 GEMM_COL_BYTES: int
 GEMM_MAX_IMAGE_BYTES: int
+#: mxdeconv's GEMM + scatter forward plan (taps that do not overlap): its
+#: name and its variant.
+GEMM_FORWARD_IMPL: str
+GEMM_FORWARD_VARIANT: Tuple[str, str, bool, bool, str]
 #: The prefix of the sub-grid plans' names (and their variants' direct
 #: prefix), how many of the sub-grid layer's candidates a pass offers, and the
 #: most bytes of the sub-grid tensor (kept in the per-thread workspace).
@@ -285,6 +289,14 @@ class GemmBackwardWeightsPlan(BackwardWeightsPlan):
     def chunk(self) -> int: ...
 
 
+class GemmForwardPlan(ForwardPlan):
+    """The forward of a layer whose taps do not overlap: per image and group one
+    dnnl_sgemm (weight^T x src), then a scatter of its rows into dst."""
+
+    @property
+    def images(self) -> int: ...
+
+
 class SubgridForwardPlan(ForwardPlan):
     """The sub-grid layer's forward (``inner``) on the output sub-grid, the
     bias elsewhere (semantics.subgrid)."""
@@ -325,6 +337,8 @@ def backward_data_candidates(geom: DeconvGeometry, dtype: str,
 def time_reorder(src: MemoryDesc, dst: MemoryDesc, repeats: int = ...) -> List[float]: ...
 def release_timing_buffers() -> None: ...
 def gemm_backward_weights_candidate(geom: DeconvGeometry, dtype: str) -> Optional[Candidate]: ...
+def gemm_forward_candidate(geom: DeconvGeometry, dtype: str, accumulate: bool = ...,
+                           act_type: Optional[str] = ...) -> Optional[Candidate]: ...
 def subgrid_candidates(which: str, geom: DeconvGeometry, dtype: str, training: bool = ...,
                        variant: Optional[Tuple[str, str, bool, bool, str]] = ...
                        ) -> Iterator[Candidate]: ...

@@ -325,12 +325,20 @@ def forward_candidates(geom, str dtype, bint training, bint accumulate, act_type
                          family_md(g.dst_dims, dtype, family), None,
                          act_attr if act_fused and fused else attr)
 
-    own = None
-    if act_type is None and not accumulate:
-        own = subgrid_candidates("forward", geom, dtype, training, variant)
     return _enumerate(make_pd, lambda c: build_forward(g, c),
                       _variants(g.has_bias, act_flags, direct), act_type, _forward_skip, variant,
-                      own)
+                      _own_forward(geom, dtype, training, accumulate, act_type, variant))
+
+
+def _own_forward(geom, str dtype, bint training, bint accumulate, act_type, variant):
+    """mxdeconv's forward plans: the GEMM + scatter one, then the sub-grid's."""
+    if accumulate or act_type is not None:
+        return
+    if variant is None or tuple(variant) == GEMM_FORWARD_VARIANT:
+        gemm = gemm_forward_candidate(geom, dtype)
+        if gemm is not None:
+            yield gemm
+    yield from subgrid_candidates("forward", geom, dtype, training, variant)
 
 
 #: oneDNN's convolution-based deconvolution (``ref_deconvolution``: a backward-

@@ -304,7 +304,9 @@ def subgrid_candidates(str which, geom, str dtype, bint training=False, variant=
         queries = (dnnl_query_diff_dst_md, dnnl_query_src_md)  # direct: its src
     offered = 0
     for inner in inners:
-        if inner.is_reference or inner.impl == GEMM_IMPL:   # GEMM: the workspace is taken
+        # mxdeconv's own plans (no oneDNN descriptor) use the workspace the
+        # sub-grid tensor takes.
+        if inner.pd is None or inner.is_reference:
             continue
         sub_data = inner.pd.query(queries[inner.direct], 0, ROLE_DATA)
         family = walked_family(sub_data, inner_geom.out_shape, dtype)

@@ -162,7 +162,7 @@ def bench_raw(plan, int repeats=10):
     cdef ForwardPlan fwd
     cdef BackwardDataPlan bwd_data
     cdef BackwardWeightsPlan bwd_weights
-    if isinstance(plan, SubgridForwardPlan):
+    if isinstance(plan, (SubgridForwardPlan, GemmForwardPlan)):
         return time_forward_run(plan, repeats)
     if isinstance(plan, (GemmBackwardWeightsPlan, SubgridBackwardWeightsPlan)):
         return time_backward_weights_run(plan, repeats)

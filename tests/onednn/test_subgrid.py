@@ -358,3 +358,25 @@ def test_threads_running_sub_grid_plans_at_once_each_use_their_own_workspace():
         return _ops.workspace_bytes()
 
     assert all(size > 0 for size in run_threads(worker, 4))
+
+
+def test_sub_grid_plans_wrap_onednns_plans_only():
+    """The sub-grid layer of k(1, 2) s2 d(2, 1) has taps that do not overlap, so
+    mxdeconv's GEMM forward is among its candidates; it uses the workspace the
+    sub-grid tensor takes, so no sub-grid plan wraps it (wrapping it crashed)."""
+    params = dict(kernel=(1, 2), stride=(2, 2), dilate=(2, 1), num_filter=32, no_bias=False)
+    geom = infer_geometry(parse_params(params), (2, 16, 6, 6))
+    sub = subgrid_of(geom)
+    assert _ops.gemm_forward_candidate(sub.geom, "float32") is not None
+    offered = _forward(geom)
+    assert offered and all(c.pd is not None for c in offered)
+    assert all(_ops.GEMM_FORWARD_IMPL not in c.impl for c in offered)
+    rng = np.random.default_rng(5)
+    data = rng.standard_normal(geom.data_shape).astype(np.float32)
+    weight = rng.standard_normal(geom.weight_shape).astype(np.float32)
+    bias = rng.standard_normal(32).astype(np.float32)
+    param = geom.param
+    expected = reference_forward(data, weight, bias, param.kernel, param.stride, param.dilate,
+                                 geom.pad_l, geom.pad_r, param.num_group)
+    for candidate in offered:
+        _close(candidate.build().run_plain(data, weight, bias), expected, repr(candidate))
