@@ -115,6 +115,14 @@ def replay_gradients(case, grads, rtol):
                                    err_msg=case["label"])
 
 
+def assert_close(actual, expected, what):
+    """A float32 plan's result against a float64 reference: within 2e-5 of the
+    reference's largest magnitude (at least 1)."""
+    scale = max(1.0, float(np.abs(expected).max()))
+    error = float(np.abs(actual - expected).max())
+    assert error <= 2e-5 * scale, f"{what}: max error {error:.3g} (|ref| max {scale:.3g})"
+
+
 def run_threads(worker, count, timeout=120.0):
     """Run ``worker(i)`` on ``count`` threads at once; their results, or an
     AssertionError naming the first failure (or a thread still running after

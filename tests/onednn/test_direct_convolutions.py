@@ -24,6 +24,7 @@ from mxdeconv.ops import deconvolution
 from mxdeconv.onednn import kernel_check
 from mxdeconv.onednn import planner as plans
 from mxdeconv.semantics.attributes import infer_geometry, parse_params
+from helpers import assert_close
 from reference import reference_backward, reference_forward
 
 LAYERS = {
@@ -76,12 +77,6 @@ def _assert_loop_layouts(layouts):
     assert layouts & {"ncw", "nchw", "ncdhw"}, layouts
 
 
-def _close(actual, expected, what):
-    scale = max(1.0, float(np.abs(expected).max()))
-    error = float(np.abs(actual - expected).max())
-    assert error <= 2e-5 * scale, f"{what}: max error {error:.3g} (|ref| max {scale:.3g})"
-
-
 @pytest.mark.parametrize("threads", [1, None], ids=["1_thread", "callers_threads"])
 @pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "no_bias"])
 @pytest.mark.parametrize("name", sorted(LAYERS))
@@ -98,7 +93,7 @@ def test_every_direct_forward_agrees_with_the_reference(name, with_bias, threads
             assert candidate.bias_fused == (not with_bias)
             plan = candidate.build()
             layouts.add(plan.dst.name)
-            _close(plan.run_plain(data, weight, bias), expected, repr(candidate))
+            assert_close(plan.run_plain(data, weight, bias), expected, repr(candidate))
     _assert_loop_layouts(layouts)
     if name == "dcgan_512_256" and with_bias:
         # Where oneDNN offers the kernel whose fused bias it gets wrong on this
@@ -123,7 +118,7 @@ def test_every_direct_backward_data_agrees_with_the_reference(name):
     assert direct, "oneDNN offered no direct convolution"
     for candidate in direct:
         assert candidate.impl.startswith(_ops.DIRECT_BACKWARD_DATA)
-        _close(candidate.build().run_plain(out_grad, weight), expected, repr(candidate))
+        assert_close(candidate.build().run_plain(out_grad, weight), expected, repr(candidate))
 
 
 @pytest.mark.parametrize("threads", [1, None], ids=["1_thread", "callers_threads"])
@@ -146,9 +141,9 @@ def test_every_direct_backward_weights_agrees_with_the_reference(name, with_bias
             plan = candidate.build()
             layouts.add(plan.diff_dst.name)
             got_weight, got_bias = plan.run_plain(data, out_grad)
-            _close(got_weight, weight_grad, f"{candidate!r} weight gradient")
+            assert_close(got_weight, weight_grad, f"{candidate!r} weight gradient")
             if with_bias:
-                _close(got_bias, bias_grad, f"{candidate!r} bias gradient")
+                assert_close(got_bias, bias_grad, f"{candidate!r} bias gradient")
             else:
                 assert got_bias is None
     _assert_loop_layouts(layouts)
@@ -207,14 +202,14 @@ def test_a_direct_plan_runs_through_the_public_call_with_autograd():
         with mxdeconv.autograd.record():
             y = nd.Deconvolution(x, w, b, **params)
         assert mxdeconv.last_impl() == "onednn"
-        _close(y.asnumpy(), _reference(geom, data, weight, bias), "forward")
+        assert_close(y.asnumpy(), _reference(geom, data, weight, bias), "forward")
         y.backward(nd.array(np.ones(geom.out_shape, np.float32)))
         param = geom.param
         expected = reference_backward(np.ones(geom.out_shape), data, weight, param.kernel,
                                       param.stride, param.dilate, geom.pad_l, geom.pad_r,
                                       param.num_group)
         for array, want, what in zip((x, w, b), expected, ("data", "weight", "bias")):
-            _close(array.grad.asnumpy(), want, f"{what} gradient")
+            assert_close(array.grad.asnumpy(), want, f"{what} gradient")
     finally:
         mxdeconv.clear_cache()
 

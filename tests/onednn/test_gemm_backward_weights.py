@@ -17,7 +17,7 @@ from mxdeconv import _ops, autograd, nd
 from mxdeconv.onednn import kernel_check
 from mxdeconv.onednn import planner as plans
 from mxdeconv.semantics.attributes import infer_geometry, parse_params
-from helpers import run_threads
+from helpers import assert_close, run_threads
 from reference import reference_backward
 
 LAYERS = {
@@ -56,12 +56,6 @@ def _gemm_candidate(geom, dtype="float32"):
     return found[0] if found else None
 
 
-def _close(actual, expected, what):
-    scale = max(1.0, float(np.abs(expected).max()))
-    error = float(np.abs(actual - expected).max())
-    assert error <= 2e-5 * scale, f"{what}: max error {error:.3g} (|ref| max {scale:.3g})"
-
-
 @pytest.mark.parametrize("chunk_bytes", [None, 1], ids=["default_chunks", "one_image_chunks"])
 @pytest.mark.parametrize("threads", [1, None], ids=["1_thread", "callers_threads"])
 @pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "no_bias"])
@@ -80,9 +74,9 @@ def test_the_gemm_plan_agrees_with_the_reference(name, with_bias, threads, chunk
         plan = _gemm_candidate(geom).build()
         assert plan.chunk == (1 if chunk_bytes else plan.images)
         got_weight, got_bias = plan.run_plain(data, out_grad)
-    _close(got_weight, weight_grad, "weight gradient")
+    assert_close(got_weight, weight_grad, "weight gradient")
     if with_bias:
-        _close(got_bias, bias_grad, "bias gradient")
+        assert_close(got_bias, bias_grad, "bias gradient")
     else:
         assert got_bias is None
 
@@ -159,10 +153,10 @@ def test_the_gemm_plan_runs_through_the_public_call(req):
             y = nd.Deconvolution(x, w, b, **params)
         y.backward(nd.array(out_grad))
         assert mxdeconv.last_impl() == "onednn"
-        _close(w.grad.asnumpy(), expected[1] + (start if req == "add" else 0),
+        assert_close(w.grad.asnumpy(), expected[1] + (start if req == "add" else 0),
                f"weight gradient (req={req})")
-        _close(b.grad.asnumpy(), expected[2], "bias gradient")
-        _close(x.grad.asnumpy(), expected[0], "data gradient")
+        assert_close(b.grad.asnumpy(), expected[2], "bias gradient")
+        assert_close(x.grad.asnumpy(), expected[0], "data gradient")
     finally:
         mxdeconv.clear_cache()
 
@@ -208,8 +202,8 @@ def test_threads_running_gemm_plans_at_once_each_use_their_own_workspace(monkeyp
         plan = _gemm_candidate(geom).build()
         for _ in range(3):
             weight_grad, bias_grad = plan.run_plain(data, out_grad)
-            _close(weight_grad, expected[name][0], f"{name} weight gradient, thread {i}")
-            _close(bias_grad, expected[name][1], f"{name} bias gradient, thread {i}")
+            assert_close(weight_grad, expected[name][0], f"{name} weight gradient, thread {i}")
+            assert_close(bias_grad, expected[name][1], f"{name} bias gradient, thread {i}")
         return _ops.workspace_bytes()
 
     sizes = run_threads(worker, 4)

@@ -19,7 +19,7 @@ from mxdeconv import _ops, autograd, nd
 from mxdeconv.onednn import kernel_check
 from mxdeconv.onednn import planner as plans
 from mxdeconv.semantics.attributes import infer_geometry, parse_params
-from helpers import run_threads
+from helpers import assert_close, run_threads
 from reference import reference_backward, reference_forward
 
 LAYERS = {
@@ -59,12 +59,6 @@ def _gemm(geom, dtype="float32", **kwargs):
     return found[0] if found else None
 
 
-def _close(actual, expected, what):
-    scale = max(1.0, float(np.abs(expected).max()))
-    error = float(np.abs(actual - expected).max())
-    assert error <= 2e-5 * scale, f"{what}: max error {error:.3g} (|ref| max {scale:.3g})"
-
-
 @pytest.mark.parametrize("threads", [1, None], ids=["1_thread", "callers_threads"])
 @pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "no_bias"])
 @pytest.mark.parametrize("name", sorted(LAYERS))
@@ -73,7 +67,7 @@ def test_the_gemm_forward_agrees_with_the_reference(name, with_bias, threads):
     with _ops.using_threads(threads or _ops.get_num_threads()):
         plan = _gemm(geom).build()
         got = plan.run_plain(data, weight, bias)
-    _close(got, _expected(geom, data, weight, bias), name)
+    assert_close(got, _expected(geom, data, weight, bias), name)
 
 
 @pytest.mark.parametrize("name", sorted(LAYERS))
@@ -174,12 +168,12 @@ def test_the_gemm_forward_runs_through_the_public_call(training):
             expected_grad = reference_backward(out_grad, data, weight, param.kernel,
                                                param.stride, param.dilate, geom.pad_l,
                                                geom.pad_r, param.num_group)[0]
-            _close(x.grad.asnumpy(), expected_grad, "data gradient")
+            assert_close(x.grad.asnumpy(), expected_grad, "data gradient")
         else:
             y = nd.Deconvolution(x, w, b, **params)
         assert mxdeconv.last_impl() == "onednn"
         assert _ops.GEMM_FORWARD_IMPL in mxdeconv.explain(x, w, b, train=training, **params)
-        _close(y.asnumpy(), _expected(geom, data, weight, bias), "forward")
+        assert_close(y.asnumpy(), _expected(geom, data, weight, bias), "forward")
     finally:
         mxdeconv.clear_cache()
 
@@ -193,7 +187,7 @@ def test_threads_running_gemm_forwards_at_once_each_use_their_own_workspace():
         geom, data, weight, bias = layers[name]
         plan = _gemm(geom).build()
         for _ in range(3):
-            _close(plan.run_plain(data, weight, bias), expected[name], f"{name}, thread {i}")
+            assert_close(plan.run_plain(data, weight, bias), expected[name], f"{name}, thread {i}")
         return _ops.workspace_bytes()
 
     assert all(size > 0 for size in run_threads(worker, 4))

@@ -22,7 +22,7 @@ from mxdeconv.onednn import kernel_check
 from mxdeconv.onednn import planner as plans
 from mxdeconv.semantics.attributes import infer_geometry, parse_params
 from mxdeconv.semantics.subgrid import subgrid_of
-from helpers import run_threads
+from helpers import assert_close, run_threads
 from reference import reference_backward, reference_forward
 
 LAYERS = {
@@ -69,12 +69,6 @@ def _forward(geom, dtype="float32", training=True, accumulate=False, act_type=No
 def _backward_weights(geom, dtype="float32"):
     return [c for c in _ops.backward_weights_candidates(geom, dtype)
             if c.impl.startswith(_ops.SUBGRID)]
-
-
-def _close(actual, expected, what):
-    scale = max(1.0, float(np.abs(expected).max()))
-    error = float(np.abs(actual - expected).max())
-    assert error <= 2e-5 * scale, f"{what}: max error {error:.3g} (|ref| max {scale:.3g})"
 
 
 # -- the sub-grid ----------------------------------------------------------------
@@ -149,13 +143,13 @@ def test_every_sub_grid_plan_agrees_with_the_reference(name, with_bias, threads)
         forward, backward = _forward(geom), _backward_weights(geom)
         assert forward and backward, "no sub-grid plan offered"
         for candidate in forward:
-            _close(candidate.build().run_plain(data, weight, bias), expected_out,
+            assert_close(candidate.build().run_plain(data, weight, bias), expected_out,
                    f"{candidate!r}: forward")
         for candidate in backward:
             got_weight, got_bias = candidate.build().run_plain(data, out_grad)
-            _close(got_weight, expected_weight, f"{candidate!r}: weight gradient")
+            assert_close(got_weight, expected_weight, f"{candidate!r}: weight gradient")
             if with_bias:
-                _close(got_bias, expected_bias, f"{candidate!r}: bias gradient")
+                assert_close(got_bias, expected_bias, f"{candidate!r}: bias gradient")
             else:
                 assert got_bias is None
 
@@ -189,10 +183,10 @@ def test_the_loops_walk_every_layout_family(name, family):
         pytest.skip(f"oneDNN offers the sub-grid layer no {family} kernel on this CPU")
     forward_plan, backward_plan = forward.build(), backward.build()
     assert forward.family == backward.family == family
-    _close(forward_plan.run_plain(data, weight, bias), expected_out, f"{forward!r}: forward")
+    assert_close(forward_plan.run_plain(data, weight, bias), expected_out, f"{forward!r}: forward")
     got_weight, got_bias = backward_plan.run_plain(data, out_grad)
-    _close(got_weight, expected_weight, f"{backward!r}: weight gradient")
-    _close(got_bias, expected_bias, f"{backward!r}: bias gradient")
+    assert_close(got_weight, expected_weight, f"{backward!r}: weight gradient")
+    assert_close(got_bias, expected_bias, f"{backward!r}: bias gradient")
 
 
 @pytest.mark.parametrize("name", sorted(LAYERS))
@@ -322,11 +316,11 @@ def test_sub_grid_plans_run_through_the_public_call(req):
         y.backward(nd.array(out_grad))
         assert mxdeconv.last_impl() == "onednn"
         assert "subgrid+" in mxdeconv.explain(x, w, b, train=True, **params)
-        _close(y.asnumpy(), expected_out, "forward")
-        _close(w.grad.asnumpy(), expected[1] + (start if req == "add" else 0),
+        assert_close(y.asnumpy(), expected_out, "forward")
+        assert_close(w.grad.asnumpy(), expected[1] + (start if req == "add" else 0),
                f"weight gradient (req={req})")
-        _close(b.grad.asnumpy(), expected[2], "bias gradient")
-        _close(x.grad.asnumpy(), expected[0], "data gradient")
+        assert_close(b.grad.asnumpy(), expected[2], "bias gradient")
+        assert_close(x.grad.asnumpy(), expected[0], "data gradient")
     finally:
         mxdeconv.clear_cache()
 
@@ -350,11 +344,11 @@ def test_threads_running_sub_grid_plans_at_once_each_use_their_own_workspace():
         forward = _forward(geom)[0].build()
         backward = _backward_weights(geom)[0].build()
         for _ in range(3):
-            _close(forward.run_plain(data, weight, bias), expected[name][0],
+            assert_close(forward.run_plain(data, weight, bias), expected[name][0],
                    f"{name} forward, thread {i}")
             weight_grad, bias_grad = backward.run_plain(data, out_grad)
-            _close(weight_grad, expected[name][1][0], f"{name} weight gradient, thread {i}")
-            _close(bias_grad, expected[name][1][1], f"{name} bias gradient, thread {i}")
+            assert_close(weight_grad, expected[name][1][0], f"{name} weight gradient, thread {i}")
+            assert_close(bias_grad, expected[name][1][1], f"{name} bias gradient, thread {i}")
         return _ops.workspace_bytes()
 
     assert all(size > 0 for size in run_threads(worker, 4))
@@ -379,4 +373,4 @@ def test_sub_grid_plans_wrap_onednns_plans_only():
     expected = reference_forward(data, weight, bias, param.kernel, param.stride, param.dilate,
                                  geom.pad_l, geom.pad_r, param.num_group)
     for candidate in offered:
-        _close(candidate.build().run_plain(data, weight, bias), expected, repr(candidate))
+        assert_close(candidate.build().run_plain(data, weight, bias), expected, repr(candidate))
