@@ -1191,7 +1191,6 @@ def backward_plans(geom: DeconvGeometry, dtype: str) -> Union[BackwardPlans, Una
     backward weights' layout, and no weight reorder when it takes the weight
     in the layout of the step's training forward (planned before it)."""
     threads = _ops.get_num_threads()
-    forward_weights = _training_forward_weights(geom, dtype, threads)
     weights_costs, data_costs = _Costs(), _Costs()  # each tuner steps its own
     defective = _known_defective(geom, dtype)
     weights = _plan(("backward_weights", geom, dtype, threads, tuning_on), geom,
@@ -1206,8 +1205,11 @@ def backward_plans(geom: DeconvGeometry, dtype: str) -> Union[BackwardPlans, Una
                  lambda variant=None: _ops.backward_data_candidates(
                      geom, dtype, **_only(variant)),
                  lambda: kernel_check.backward_data_check(geom, dtype), data_costs,
-                 lambda plan: _backward_data_cost(data_costs, plan, weights.diff_dst,
-                                                  forward_weights),
+                 # Looked up when timing (not on every call): the forward is
+                 # planned before the backward in a training step.
+                 lambda plan: _backward_data_cost(
+                     data_costs, plan, weights.diff_dst,
+                     _training_forward_weights(geom, dtype, threads)),
                  _may_be_provisional(geom, dtype))
     if isinstance(data, Unavailable):
         return data
