@@ -327,18 +327,22 @@ def forward_candidates(geom, str dtype, bint training, bint accumulate, act_type
 
     return _enumerate(make_pd, lambda c: build_forward(g, c),
                       _variants(g.has_bias, act_flags, direct), act_type, _forward_skip, variant,
-                      _own_forward(geom, dtype, training, accumulate, act_type, variant))
+                      None if accumulate or act_type is not None else
+                      _own_candidates("forward", geom, dtype, training, variant))
 
 
-def _own_forward(geom, str dtype, bint training, bint accumulate, act_type, variant):
-    """mxdeconv's forward plans: the GEMM + scatter one, then the sub-grid's."""
-    if accumulate or act_type is not None:
-        return
-    if variant is None or tuple(variant) == GEMM_FORWARD_VARIANT:
-        gemm = gemm_forward_candidate(geom, dtype)
+def _own_candidates(str which, geom, str dtype, bint training, variant):
+    """mxdeconv's plans of pass ``which`` ("forward", without req=add's sum or
+    an activation, or "backward_weights"): its GEMM plan, then the sub-grid's;
+    those of ``variant`` alone when it is given."""
+    gemm_variant, make_gemm = (
+        (GEMM_FORWARD_VARIANT, gemm_forward_candidate) if which == "forward" else
+        (GEMM_VARIANT, gemm_backward_weights_candidate))
+    if variant is None or tuple(variant) == gemm_variant:
+        gemm = make_gemm(geom, dtype)
         if gemm is not None:
             yield gemm
-    yield from subgrid_candidates("forward", geom, dtype, training, variant)
+    yield from subgrid_candidates(which, geom, dtype, training, variant)
 
 
 #: oneDNN's convolution-based deconvolution (``ref_deconvolution``: a backward-
@@ -442,16 +446,7 @@ def backward_weights_candidates(geom, str dtype, variant=None):
     return _enumerate(make_pd, lambda c: build_backward_weights(g, c),
                       _variants(False, direct=direct),
                       skip=_bias_sum_cannot_read if g.has_bias else None, only=variant,
-                      own=_own_backward_weights(geom, dtype, variant))
-
-
-def _own_backward_weights(geom, str dtype, variant):
-    """mxdeconv's backward-weights plans: the GEMM plan, then the sub-grid's."""
-    if variant is None or tuple(variant) == GEMM_VARIANT:
-        gemm = gemm_backward_weights_candidate(geom, dtype)
-        if gemm is not None:
-            yield gemm
-    yield from subgrid_candidates("backward_weights", geom, dtype, variant=variant)
+                      own=_own_candidates("backward_weights", geom, dtype, False, variant))
 
 
 def _bias_sum_cannot_read(Candidate c):

@@ -26,11 +26,12 @@ SUBGRID_MAX_BYTES = 256 << 20
 _WALKED_FAMILIES = ("blocked16", "blocked8", "channels_last", "plain")
 
 
-cdef SubGridWalk subgrid_walk(MemoryDesc full, ChannelBlocks blocks, sub) except *:
+cdef SubGridWalk subgrid_walk(MemoryDesc full, sub) except *:
     """The loops' view of ``full`` (an f32 data tensor in one of
-    _WALKED_FAMILIES, ``blocks`` its channel_blocks) and of its sub-grid ``sub``
-    (a SubGrid) in the same layout: 1-D and 2-D padded to 3-D."""
+    _WALKED_FAMILIES) and of its sub-grid ``sub`` (a SubGrid) in the same
+    layout: 1-D and 2-D padded to 3-D."""
     cdef SubGridWalk w
+    cdef ChannelBlocks blocks = channel_blocks(full)
     cdef int axis, lead
     dims, sub_dims = full.dims, sub.geom.out_shape
     ndim = len(dims) - 2
@@ -346,7 +347,7 @@ cdef SubgridForwardPlan build_subgrid_forward(Geometry g, sub, Candidate inner_c
     plan.inner = inner
     plan.src, plan.weights, plan.bias = inner.src, inner.weights, inner.bias
     plan.dst = full_layout(g, family)
-    plan.walk = subgrid_walk(plan.dst.desc, channel_blocks(plan.dst.desc), sub)
+    plan.walk = subgrid_walk(plan.dst.desc, sub)
     plan.sub_floats = inner.dst.desc.size // sizeof(float)
     return plan
 
@@ -361,7 +362,7 @@ cdef SubgridBackwardWeightsPlan build_subgrid_backward_weights(
     plan.inner = inner
     plan.src, plan.diff_weights = inner.src, inner.diff_weights
     plan.diff_dst = full_layout(g, family)
-    plan.walk = subgrid_walk(plan.diff_dst.desc, channel_blocks(plan.diff_dst.desc), sub)
+    plan.walk = subgrid_walk(plan.diff_dst.desc, sub)
     plan.sub_floats = inner.diff_dst.desc.size // sizeof(float)
     if g.has_bias:
         plan.diff_bias = make_layout(plain_md(g.bias_dims, g.dtype, ROLE_BIAS, 1),
