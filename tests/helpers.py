@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 import mxdeconv
-from mxdeconv import autograd, nd
+from mxdeconv import _ops, autograd, nd
 from mxdeconv._core.dtypes import is_float_dtype
 from mxdeconv.onednn import planner as plans
 
@@ -121,6 +121,17 @@ def assert_close(actual, expected, what):
     scale = max(1.0, float(np.abs(expected).max()))
     error = float(np.abs(actual - expected).max())
     assert error <= 2e-5 * scale, f"{what}: max error {error:.3g} (|ref| max {scale:.3g})"
+
+
+def force_plan(key, candidate):
+    """Put ``candidate``'s plan into this thread's primitive cache under the
+    planner key ``key``, as if the planner had chosen it: the public call then
+    runs it.  Returns the plan (clear the cache after)."""
+    plan = candidate.build()
+    plan.verdict = plans.Choice(candidate.index, plan.threads, candidate.impl,
+                                "forced by a test")
+    _ops.cache_put(key, plan)
+    return plan
 
 
 def run_threads(worker, count, timeout=120.0):

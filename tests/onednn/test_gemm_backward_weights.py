@@ -17,7 +17,7 @@ from mxdeconv import _ops, autograd, nd
 from mxdeconv.onednn import kernel_check
 from mxdeconv.onednn import planner as plans
 from mxdeconv.semantics.attributes import infer_geometry, parse_params
-from helpers import assert_close, run_threads
+from helpers import assert_close, force_plan, run_threads
 from reference import reference_backward
 
 LAYERS = {
@@ -134,13 +134,9 @@ def test_the_gemm_plan_runs_through_the_public_call(req):
     bias = rng.standard_normal(geom.bias_shape).astype(np.float32)
     expected = reference_backward(out_grad, data, weight, param.kernel, param.stride,
                                   param.dilate, geom.pad_l, geom.pad_r, param.num_group)
-    candidate = _gemm_candidate(geom)
-    plan = candidate.build()
-    plan.verdict = plans.Choice(candidate.index, plan.threads, candidate.impl,
-                                "forced by a test")
     mxdeconv.clear_cache()
-    _ops.cache_put(("backward_weights", geom, "float32", _ops.get_num_threads(),
-                    plans.tuning()), plan)
+    force_plan(("backward_weights", geom, "float32", _ops.get_num_threads(), plans.tuning()),
+               _gemm_candidate(geom))
     try:
         x, w, b = nd.array(data), nd.array(weight), nd.array(bias)
         start = np.full(geom.weight_shape, 0.5, np.float32)

@@ -19,7 +19,7 @@ from mxdeconv import _ops, autograd, nd
 from mxdeconv.onednn import kernel_check
 from mxdeconv.onednn import planner as plans
 from mxdeconv.semantics.attributes import infer_geometry, parse_params
-from helpers import assert_close, run_threads
+from helpers import assert_close, force_plan, run_threads
 from reference import reference_backward, reference_forward
 
 LAYERS = {
@@ -149,13 +149,9 @@ def test_the_gemm_forward_runs_through_the_public_call(training):
     name = "gaps_pad_adj_grouped"
     geom, data, weight, bias = _layer(name)
     params = dict(LAYERS[name][1], no_bias=False)
-    candidate = _gemm(geom)
-    plan = candidate.build()
-    plan.verdict = plans.Choice(candidate.index, plan.threads, candidate.impl,
-                                "forced by a test")
     mxdeconv.clear_cache()
-    _ops.cache_put(("forward", geom, "float32", training, False, None,
-                    _ops.get_num_threads(), plans.tuning()), plan)
+    force_plan(("forward", geom, "float32", training, False, None, _ops.get_num_threads(),
+                plans.tuning()), _gemm(geom))
     try:
         x, w, b = nd.array(data), nd.array(weight), nd.array(bias)
         x.attach_grad()

@@ -22,7 +22,7 @@ from mxdeconv.onednn import kernel_check
 from mxdeconv.onednn import planner as plans
 from mxdeconv.semantics.attributes import infer_geometry, parse_params
 from mxdeconv.semantics.subgrid import subgrid_of
-from helpers import assert_close, run_threads
+from helpers import assert_close, force_plan, run_threads
 from reference import reference_backward, reference_forward
 
 LAYERS = {
@@ -299,10 +299,7 @@ def test_sub_grid_plans_run_through_the_public_call(req):
                              plans.tuning()), _forward(geom)[0]),
                            (("backward_weights", geom, "float32", threads, plans.tuning()),
                             _backward_weights(geom)[0])):
-        plan = candidate.build()
-        plan.verdict = plans.Choice(candidate.index, plan.threads, candidate.impl,
-                                    "forced by a test")
-        _ops.cache_put(key, plan)
+        force_plan(key, candidate)
     try:
         x, w, b = nd.array(data), nd.array(weight), nd.array(bias)
         start = np.full(geom.weight_shape, 0.5, np.float32)
