@@ -8,6 +8,15 @@ library or CPU never reads an old choice.  Writers merge under a lock file
 (``filelock``) and replace the file atomically, so concurrent processes never
 corrupt it.
 
+Whose verdicts are trusted (docs/reliability.rst, "The plan cache's trust
+model"): an entry's ``verdict`` (the kernel check's, naming what it was
+checked on) is taken as it is only when the entry was read from a file that
+nobody but this user (or root) can have written, or was put by this process;
+every other entry is *unvouched*: the planner checks its plan again before
+use, and a writer strips the verdict of every unvouched entry it carries into
+a new file, so no verdict is laundered from a file others can write into one
+they cannot.
+
 The file is untrusted input: only a regular file of at most
 :data:`MAX_BYTES` is read (a FIFO or a device is refused without blocking);
 a file that does not parse as a format-2 plan cache is ignored and replaced on
@@ -27,7 +36,7 @@ import stat
 import threading
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Optional, Set, Tuple, Union
 
 from mxdeconv._core.files import replace_atomically
 
@@ -53,6 +62,10 @@ _TEMPORARY_PREFIX, _TEMPORARY_SUFFIX = f".plans-v{FORMAT}-", ".json"
 #: Opening never waits (a FIFO without a writer) nor adopts a terminal.
 _OPEN_FLAGS = (getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
                | getattr(os, "O_CLOEXEC", 0))
+
+#: The field of an entry that holds the kernel check's verdict: written only
+#: for entries this process can vouch for (see the module's docstring).
+VERDICT = "verdict"
 
 Entries = Dict[str, Dict[str, Any]]
 Where = Union[Path, str, None, Callable[[], Optional[Path]]]
@@ -80,38 +93,75 @@ def default_path() -> Optional[Path]:
     return Path(os.path.abspath(expanded)) / f"plans-v{FORMAT}.json"
 
 
-def _private(info: os.stat_result) -> bool:
-    """Owned by this user and writable by nobody else."""
+def _me() -> Optional[int]:
+    """This process's effective user id (None where there are no owners:
+    then no file is private)."""
     geteuid = getattr(os, "geteuid", None)
-    return (geteuid is not None and info.st_uid == geteuid()
-            and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH))
+    return None if geteuid is None else geteuid()
 
 
-def _private_folder(path: Path) -> bool:
+def _owned_by_me_or_root(info: os.stat_result) -> bool:
+    return info.st_uid in (0, _me())
+
+
+def _private(info: os.stat_result) -> bool:
+    """Owned by this user, writable by nobody else, and one name only (another
+    hard link could sit in a folder others can write)."""
+    return (info.st_uid == _me() and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+            and info.st_nlink == 1)
+
+
+def _safe_folders(folder: str) -> bool:
+    """Whether nobody but this user (or root) can rename or replace anything
+    in ``folder`` and its ancestors, as OpenSSH's StrictModes asks of a key's
+    path: ``folder`` itself is this user's and writable by nobody else; each
+    ancestor is this user's or root's and writable by nobody else, or sticky
+    (/tmp: others cannot rename what they do not own there)."""
     try:
-        return _private(os.stat(path.parent))
+        info = os.stat(folder)
     except OSError:
         return False
+    if not (info.st_uid == _me() and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)):
+        return False
+    while True:
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return True
+        folder = parent
+        try:
+            info = os.stat(folder)
+        except OSError:
+            return False
+        if not _owned_by_me_or_root(info):
+            return False
+        if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not info.st_mode & stat.S_ISVTX:
+            return False
 
 
 def _read_bounded(path: Path) -> Optional[Tuple[bytes, bool]]:
-    """The bytes of ``path`` and whether only this user can have written them
-    (the file and its folder are this user's, writable by nobody else); None
-    when there is no such file.  Raises _Unusable for anything but a regular
-    file of at most MAX_BYTES, OSError when it cannot be opened or read.
-    O_NONBLOCK: opening a FIFO never waits for a writer (it is then refused by
-    its type)."""
+    """The bytes of ``path`` and whether only this user can have written them;
+    None when there is no such file.  Raises _Unusable for anything but a
+    regular file of at most MAX_BYTES, OSError when it cannot be opened or read.
+
+    Private means: the file, found through its real path (links resolved),
+    is this user's, writable by nobody else and has one name; its folder and
+    every folder above it pass :func:`_safe_folders`; and after those checks
+    the real path still names the file that was opened (nothing replaced it
+    in between).  O_NONBLOCK: opening a FIFO never waits for a writer (it is
+    then refused by its type)."""
+    real = os.path.realpath(path)
     try:
-        descriptor = os.open(path, os.O_RDONLY | _OPEN_FLAGS)
+        descriptor = os.open(real, os.O_RDONLY | _OPEN_FLAGS | getattr(os, "O_NOFOLLOW", 0))
     except FileNotFoundError:
         return None  # nothing kept yet
     try:
         info = os.fstat(descriptor)
-        private = _private(info) and _private_folder(path)
         if not stat.S_ISREG(info.st_mode):
             raise _Unusable("not a regular file")
         if info.st_size > MAX_BYTES:
             raise _Unusable(f"larger than {MAX_BYTES} bytes")
+        private = _me() is not None and _private(info) and _safe_folders(os.path.dirname(real)) \
+            and _same_file(real, info)
         chunks, size = [], 0
         while size <= MAX_BYTES:  # st_size can lie (procfs) or grow meanwhile
             chunk = os.read(descriptor, MAX_BYTES + 1 - size)
@@ -124,6 +174,14 @@ def _read_bounded(path: Path) -> Optional[Tuple[bytes, bool]]:
         return b"".join(chunks), private
     finally:
         os.close(descriptor)
+
+
+def _same_file(path: str, info: os.stat_result) -> bool:
+    try:
+        now = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return False
+    return (now.st_dev, now.st_ino) == (info.st_dev, info.st_ino)
 
 
 def _parse(data: bytes) -> Entries:
@@ -142,6 +200,14 @@ def _parse(data: bytes) -> Entries:
             isinstance(key, str) and isinstance(value, dict) for key, value in entries.items()):
         raise ValueError("malformed entries")
     return entries
+
+
+def _unvouched(entry: Dict[str, Any]) -> Dict[str, Any]:
+    """``entry`` without a verdict: what a writer keeps of an entry it cannot
+    vouch for (its plan is checked again by whoever uses it)."""
+    if VERDICT not in entry:
+        return entry
+    return {field: value for field, value in entry.items() if field != VERDICT}
 
 
 def trimmed(entries: Entries, limit: int) -> Entries:
@@ -224,7 +290,7 @@ class PlanStore:
         self._lock = threading.Lock()
         self._warned = False
         self._on_disk = True  # False after a failure: memory only from then on
-        self._private = False  # whether the entries read can only be this user's
+        self._vouched: Set[str] = set()  # keys whose entries' verdicts are trusted
         self._deferred: Entries = {}  # put with defer=True, not yet written
         self._at_exit = False
 
@@ -264,30 +330,33 @@ class PlanStore:
         self._on_disk = False
         self._warn(what, error)
 
-    def _read(self, path: Path) -> Entries:
-        """What the file holds: {} when absent or invalid (then replaced on the
-        next write); raises _Unusable or OSError when it cannot be read."""
+    def _read(self, path: Path) -> Tuple[Entries, bool]:
+        """What the file holds ({} when absent or invalid: then replaced on the
+        next write), and whether only this user can have written it; raises
+        _Unusable or OSError when it cannot be read."""
         read = _read_bounded(path)
         if read is None:
-            return {}
-        data, self._private = read
+            return {}, False
+        data, private = read
         try:
-            return _parse(data)
+            return _parse(data), private
         except ValueError as error:
             self._warn("ignored a file that is not a valid plan cache", error,
                        "layers are tuned again, and the file is replaced on the next write")
-            return {}
+            return {}, False
 
     def _loaded(self) -> Entries:
         """The entries of this process, read from the file on first use."""
         if self._entries is None:
-            self._entries = {}
+            self._entries, self._vouched = {}, set()
             path = self._file()
             if path is not None:
                 try:
-                    self._entries = self._read(path)
+                    self._entries, private = self._read(path)
                 except Exception as error:  # noqa: BLE001 - never fail a call
                     self._give_up("cannot be read", error)
+                else:
+                    self._vouched = set(self._entries) if private else set()
         return self._entries
 
     def get(self, key: str) -> Optional[Dict[str, Any]]:
@@ -295,23 +364,24 @@ class PlanStore:
         with self._lock:
             return self._loaded().get(key)
 
-    @property
-    def private(self) -> bool:
-        """Whether the entries were read from a file only this user can have
-        written (owned by this user, as is its folder, neither writable by
-        group or others): the planner takes the verdicts of such a file's
-        entries without checking the plan again."""
+    def vouched(self, key: str) -> bool:
+        """Whether the verdict of ``key``'s entry can be taken as it is: the entry
+        was read from a file only this user can have written (this user's, with
+        one name, writable by nobody else, in folders nobody else can change),
+        or put by this process.  Any other entry's plan must be checked again."""
         with self._lock:
             self._loaded()
-            return self._private
+            return key in self._vouched
 
     def put(self, key: str, entry: Dict[str, Any], defer: bool = False) -> None:
-        """Keep ``entry`` in memory and, unless an earlier failure stopped it,
-        merge it into the file: now, or with ``defer`` at the next write or
-        at exit (one write for many entries: each write takes the lock,
-        rewrites the file and flushes it to the disk)."""
+        """Keep ``entry`` (this process's own verdict: vouched for) in memory
+        and, unless an earlier failure stopped it, merge it into the file: now,
+        or with ``defer`` at the next write or at exit (one write for many
+        entries: each write takes the lock, rewrites the file and flushes it
+        to the disk)."""
         with self._lock:
             self._loaded()[key] = entry
+            self._vouched.add(key)
             self._deferred[key] = entry
             if defer:
                 if not self._at_exit:
@@ -338,27 +408,35 @@ class PlanStore:
             self._give_up("could not be written", error)
 
     def _write(self, path: Path, entries: Entries) -> Entries:
-        """Merge ``entries`` into what the file holds now, under the lock; the result."""
+        """Merge ``entries`` (this process's) into what the file holds now,
+        under the lock; the result.  An entry of the file that this process
+        cannot vouch for keeps its place but loses its verdict."""
         path.parent.mkdir(parents=True, exist_ok=True)
         lock_path = path.with_name(path.name + ".lock")
         _check_lock_file(lock_path)
         import filelock   # here, not at import: most processes never write
         with filelock.FileLock(str(lock_path), timeout=LOCK_SECONDS):
             _remove_stale_temporaries(path.parent)
-            merged = self._read(path)  # what other processes wrote meanwhile
+            merged, private = self._read(path)  # what other processes wrote meanwhile
+            known = self._entries or {}
+            # Entries of the file that this process vouches for: all of a
+            # private file's; of any other, those that are what it vouched for.
+            vouched = set(merged) if private else {
+                key for key, entry in merged.items()
+                if key in self._vouched and known.get(key) == entry}
             for key, entry in entries.items():
                 merged.pop(key, None)      # re-inserted last: the newest entries
                 merged[key] = entry
-            merged = trimmed(merged, MAX_ENTRIES)
+                vouched.add(key)
+            merged = {key: entry if key in vouched else _unvouched(entry)
+                      for key, entry in trimmed(merged, MAX_ENTRIES).items()}
             replace_atomically(str(path), [_serialized(merged).encode("utf-8")],
                                _TEMPORARY_PREFIX, _TEMPORARY_SUFFIX, private=True)
-            # mkstemp's file is this user's, mode 0600: private if the folder is.
-            self._private = _private_folder(path) and (
-                self._private or all(key in entries for key in merged))
+        self._vouched = vouched & set(merged)
         return merged
 
     def clear(self) -> None:
         """Forget what was read (the next get reads the file again)."""
         with self._lock:
             self._entries = None
-            self._private = False
+            self._vouched = set()
