@@ -11,7 +11,9 @@ its output agreed with an independent computation on the real geometry
 * **First call**: the first candidate that agrees runs right away (oneDNN's own
   first choice when it is correct; candidates of a kernel known to be wrong on
   some layers, :func:`_known_suspect`, are tried last).  On a big layer
-  (PROVISIONAL_MACS) the first candidate runs *provisionally*: its result is
+  (PROVISIONAL_MACS) whose sample sees every defect the kernel check sees
+  (:func:`~mxdeconv.onednn.result_check.blind_spot`) the first candidate runs
+  *provisionally*: its result is
   returned once :mod:`~mxdeconv.onednn.result_check` agreed with it on sampled
   elements, and the kernel check runs on the layer's next call (_confirm); a
   result that disagrees refuses the plan (:func:`refuse`), and the call is
@@ -32,9 +34,12 @@ Tuning a pass costs at most ``max(TUNE_FLOOR_S, min(TUNE_FACTOR x the first
 candidate's time, TUNE_CEILING_S))`` of timing after the first candidate (plus
 that one, the candidate running when the bound is reached, and the checks),
 once per machine: choices (first and tuned) are kept in memory and on disk
-(:mod:`mxdeconv.onednn.plan_store`).  A kept choice is a verdict of the check on its
-key; read back from a file only this user can have written it is used as is,
-from any other it is checked again.  When no candidate agrees, or oneDNN has
+(:mod:`mxdeconv.onednn.plan_store`).  A kept choice holds the check's verdict,
+naming what it was checked on; it is used as is only from an entry the store
+vouches for (docs/reliability.rst, the trust model) whose verdict names this
+library, CPU and candidate, and checked again otherwise.  In deterministic
+mode (:func:`set_deterministic`) nothing is tuned or provisional: a pass keeps
+its first correct candidate.  When no candidate agrees, or oneDNN has
 none, the answer is :class:`Unavailable` and the call runs on the NumPy path.
 
 Plans hold primitives whose execution state is per thread, so they are cached
@@ -123,10 +128,15 @@ def _env_tuning() -> Tuple[bool, bool]:
     return word != "off", word == "eager"
 
 
-#: Whether new plans are tuned (tuning_on: read by the compiled hot path once
-#: per call, and part of every plan key) and tuned eagerly at the first call;
-#: set them through set_tuning / set_eager_tuning.
-tuning_on, _eager = _env_tuning()
+#: Whether tuning is asked for (set_tuning, MXDECONV_TUNE) and whether a new
+#: layer is tuned to the end at its first call (set_eager_tuning).
+_tuning_wanted, _eager = _env_tuning()
+#: Deterministic mode (set_deterministic, MXDECONV_DETERMINISTIC): no tuning,
+#: no provisional first call, so a layer's plan never changes in a process.
+_deterministic = env_word("MXDECONV_DETERMINISTIC", "off") == "on"
+#: Whether new plans are tuned: asked for and not deterministic.  Read by the
+#: compiled hot path once per call, and part of every plan key.
+tuning_on = _tuning_wanted and not _deterministic
 
 
 def _flag(setter: str, enabled: Any) -> bool:
@@ -139,10 +149,30 @@ def _flag(setter: str, enabled: Any) -> bool:
 def set_tuning(enabled: bool) -> bool:
     """Time candidates and keep the fastest correct one (True, the default), or
     take the first correct one in oneDNN's order (False); returns the old value.
-    Calls from then on use the plans of the new setting (both are kept)."""
-    global tuning_on
-    previous, tuning_on = tuning_on, _flag("set_tuning", enabled)
+    Calls from then on use the plans of the new setting (both are kept).  In
+    deterministic mode nothing is tuned, whatever this says."""
+    global _tuning_wanted, tuning_on
+    previous, _tuning_wanted = _tuning_wanted, _flag("set_tuning", enabled)
+    tuning_on = _tuning_wanted and not _deterministic
     return previous
+
+
+def set_deterministic(enabled: bool) -> bool:
+    """Deterministic mode (True; also ``MXDECONV_DETERMINISTIC=1`` at import):
+    each pass of a layer runs the first candidate, in oneDNN's order, that
+    passes the kernel check before its first call, and keeps it for the
+    process; nothing is tuned and no first call runs provisionally.  The same
+    inputs then give bitwise the same results on every call, thread and
+    process of this machine at the same thread count.  Returns the old value."""
+    global _deterministic, tuning_on
+    previous, _deterministic = _deterministic, _flag("set_deterministic", enabled)
+    tuning_on = _tuning_wanted and not _deterministic
+    return previous
+
+
+def deterministic() -> bool:
+    """Whether deterministic mode is on (see :func:`set_deterministic`)."""
+    return _deterministic
 
 
 _provisional_on = env_word("MXDECONV_PROVISIONAL", "on") == "on"
@@ -783,15 +813,35 @@ def _kept_choice(entry: Dict[str, Any], geom: DeconvGeometry) -> Optional[Choice
                   found_at=found_at)
 
 
+def _verdict(choice: Choice) -> Dict[str, Any]:
+    """What a kept choice's verdict names: what the kernel check ran on (the
+    library build, the ISA oneDNN dispatches to, the check's and the
+    planner's rules, the implementation and thread count that agreed)."""
+    return {"onednn": _ops.onednn_version(), "isa": _ops.cpu_isa(),
+            "check": kernel_check.CHECK_VERSION, "planner": PLANNER_VERSION,
+            "impl": choice.impl, "threads": choice.threads}
+
+
+def _untrusted_because(key: str, entry: Dict[str, Any], choice: Choice) -> Optional[str]:
+    """Why an entry's verdict cannot be taken as it is (None: it can): see
+    docs/reliability.rst, "The plan cache's trust model"."""
+    if not _store.vouched(key):
+        return "the cache file is not private to this user"
+    if entry.get(plan_store.VERDICT) != _verdict(choice):
+        return "its verdict was not reached on this library, CPU and candidate"
+    return None
+
+
 def _from_disk(key: tuple, geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
                check: Callable[[Any], Optional[str]]) -> Tuple[Optional[Choice], Any, bool]:
     """The choice kept on disk, its plan, and whether it was tuned, after
     checking the entry; (None, None, False) when there is none or it does not
-    hold.  An entry is written only for a plan that agreed with the check on
-    this key (oneDNN and check versions, ISA, geometry, mode, threads), so a
-    file only this user can have written (``PlanStore.private``) is taken at
-    its word; any other file's choice is checked again before use."""
-    entry = _store.get(_store_key(key, geom))
+    hold.  Its verdict is taken as it is only from an entry the store vouches
+    for whose verdict names this library, CPU and candidate; any other
+    entry's plan is checked again, and kept again as this process's verdict
+    when it agrees."""
+    store_key = _store_key(key, geom)
+    entry = _store.get(store_key)
     choice = None if entry is None else _kept_choice(entry, geom)
     if choice is None:
         return None, None, False
@@ -801,10 +851,13 @@ def _from_disk(key: tuple, geom: DeconvGeometry, candidates: Callable[..., Itera
         return None, None, False
     if plan is None:
         return None, None, False  # stale: choose again
-    if not _store.private:
+    why = _untrusted_because(store_key, entry, choice)
+    if why is not None:
         if check(plan) is not None:
             return None, None, False  # no longer agreeing: choose again
-        choice.how += " (checked again: the cache file is not private to this user)"
+        choice.how += f" (checked again: {why})"
+        _store.put(store_key, dict(entry, **{plan_store.VERDICT: _verdict(choice)}),
+                   defer=True)
     return choice, plan, entry["tuned"]
 
 
@@ -818,7 +871,8 @@ def _keep(key: tuple, geom: DeconvGeometry, choice: Choice, tuned: bool) -> None
         "measured": [[m.candidate, m.threads, m.seconds, m.verdict]
                      for m in choice.measured],
         **({} if choice.found_at is None else
-           {"variant": list(choice.found_at[0]), "layouts": choice.found_at[1]})},
+           {"variant": list(choice.found_at[0]), "layouts": choice.found_at[1]}),
+        plan_store.VERDICT: _verdict(choice)},
         defer=not tuned)  # first choices: one write for all, at the next or at exit
 
 
@@ -915,6 +969,9 @@ def _choose(key: tuple, geom: DeconvGeometry, candidates: Callable[..., Iterable
         if choice is None:  # eager tuning too starts from it: the same choice either way
             choice, plan = _first_choice(key, geom, candidates, check,
                                          provisional and not _eager)
+        if _deterministic and plan is not None:
+            choice.how += ("; deterministic mode: checked before its first call, never "
+                           "tuned, kept for the process")
         if choice.provisional:
             pass  # checked, kept and tuned from its next call on (_confirm)
         elif tuning_on and plan is not None and not tuned:
@@ -1130,12 +1187,15 @@ def finish_tuning() -> int:
     return len({key for key, _ in confirmations} | {key for key, _ in tuners})
 
 
-def _may_be_provisional(geom: DeconvGeometry, dtype: str) -> bool:
-    """Whether a new key's first call may run provisionally (PROVISIONAL_MACS):
-    float32 (result_check's bound is float32's), a big layer, and the
-    feature on (set_provisional)."""
-    return (_provisional_on and dtype == "float32"
-            and result_check.pass_macs(geom) >= PROVISIONAL_MACS)
+def _may_be_provisional(geom: DeconvGeometry, dtype: str, what: str) -> bool:
+    """Whether a new key's first call of pass ``what`` may run provisionally
+    (PROVISIONAL_MACS): float32 (result_check's bound is float32's), a big
+    layer, a sample that sees every defect the kernel check sees on it
+    (:func:`~mxdeconv.onednn.result_check.blind_spot`), and the feature on
+    (set_provisional, not deterministic mode)."""
+    return (_provisional_on and not _deterministic and dtype == "float32"
+            and result_check.pass_macs(geom) >= PROVISIONAL_MACS
+            and result_check.blind_spot(geom, what) is None)
 
 
 def _only(variant: Optional[tuple]) -> Dict[str, Any]:
@@ -1167,7 +1227,8 @@ def forward_plan(geom: DeconvGeometry, dtype: str, training: bool, accumulate: b
             geom, dtype, accumulate, act_type)
     return _plan(key, geom, candidates, make_check, costs,
                  lambda plan: _forward_cost(costs, plan, training, accumulate),
-                 _may_be_provisional(geom, dtype) and act_type is None and not accumulate)
+                 _may_be_provisional(geom, dtype, "forward") and act_type is None
+                 and not accumulate)
 
 
 @dataclass(frozen=True)
@@ -1198,7 +1259,7 @@ def backward_plans(geom: DeconvGeometry, dtype: str) -> Union[BackwardPlans, Una
                         geom, dtype, **_only(variant)) if not defective(c)),
                     lambda: kernel_check.backward_weights_check(geom, dtype), weights_costs,
                     lambda plan: _backward_weights_cost(weights_costs, plan),
-                    _may_be_provisional(geom, dtype))
+                    _may_be_provisional(geom, dtype, "backward_weights"))
     if isinstance(weights, Unavailable):
         return weights
     data = _plan(("backward_data", geom, dtype, threads, tuning_on), geom,
@@ -1210,7 +1271,7 @@ def backward_plans(geom: DeconvGeometry, dtype: str) -> Union[BackwardPlans, Una
                  lambda plan: _backward_data_cost(
                      data_costs, plan, weights.diff_dst,
                      _training_forward_weights(geom, dtype, threads)),
-                 _may_be_provisional(geom, dtype))
+                 _may_be_provisional(geom, dtype, "backward_data"))
     if isinstance(data, Unavailable):
         return data
     return BackwardPlans(data, weights)

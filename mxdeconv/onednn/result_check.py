@@ -31,8 +31,11 @@ every tap, and the whole bias gradient.
 
 What it cannot see: an error below the bound (a kernel wrong by one term in
 thousands), or outside the sample (a stride so large that its phases
-outnumber MAX_POSITIONS).  That is why it checks a provisional plan's result
-until the kernel check has run, never instead of it.
+outnumber MAX_POSITIONS).  :func:`blind_spot` says, before a layer's first
+call, whether the sample can see every class of defect the kernel check sees
+on that layer; where it cannot, the planner runs the kernel check first.  And
+it checks a provisional plan's result until the kernel check has run, never
+instead of it.
 """
 from __future__ import annotations
 
@@ -53,6 +56,11 @@ _UNIT = 2.0 ** -24
 SAMPLE_SHARE = 0.02
 #: At most this many positions (forward, backward data) or rows and columns.
 MAX_POSITIONS, MAX_LINES = 256, 16
+
+
+#: A defect the sample must see stands this many times above the rounding
+#: bound (for inputs of one scale and random signs): see :func:`blind_spot`.
+VISIBILITY_MARGIN = 4.0
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -79,6 +87,59 @@ def pass_macs(geom: DeconvGeometry) -> int:
     param = geom.param
     return (math.prod(geom.data_shape) * (param.num_filter // param.num_group)
             * math.prod(param.kernel))
+
+
+# -- what the sample can see -------------------------------------------------------
+def _landing_taps(geom: DeconvGeometry) -> int:
+    """The most kernel taps that land on one output pixel (one phase's taps):
+    per axis, the taps k with k * dilate in one residue class of the stride."""
+    param = geom.param
+    taps = 1
+    for kernel, stride, dilate in zip(param.kernel, param.stride, param.dilate):
+        period = stride // math.gcd(stride, dilate)  # taps repeat a residue this often
+        taps *= -(-kernel // period)
+    return taps
+
+
+def _hidden(terms: int, defect_terms: int) -> bool:
+    """Whether a defect of ``defect_terms`` products, in an element that sums
+    ``terms``, can hide below the rounding bound: with inputs of one scale and
+    random signs the element's bound is about 2 gamma(n+1) n and the defect
+    about sqrt(m) times one product (the kernel check, with exact inputs,
+    sees any of them)."""
+    return VISIBILITY_MARGIN * 2.0 * _gamma(terms + 1) * terms > math.sqrt(defect_terms)
+
+
+def blind_spot(geom: DeconvGeometry, what: str) -> Optional[str]:
+    """Why sampling the results of pass ``what`` ("forward", "backward_data",
+    "backward_weights") on ``geom`` could miss a defect the kernel check sees
+    (None: it sees every class): a phase or border combination outside the
+    sample (more than MAX_POSITIONS), an image outside it (a batch over
+    MAX_POSITIONS), or one tap's share of an element (a dropped tap) or one
+    border line's share of a weight gradient below the rounding bound."""
+    param = geom.param
+    groups, batch, in_channels, in_group, out_group, taps = _layer_sizes(geom)
+    if what == "backward_weights":
+        pixels = math.prod(geom.spatial_in)
+        line = batch * pixels // max(geom.spatial_in)  # one border line of every image
+        if _hidden(batch * pixels, line):
+            return (f"a weight-gradient element sums {batch * pixels} products, one border "
+                    f"line's {line} hide below the rounding bound")
+        return None
+    if batch > MAX_POSITIONS:
+        return f"a batch of {batch} images is more than the sample's {MAX_POSITIONS}"
+    if what == "forward":
+        borders = len(_edge_positions(geom.spatial_out, param.stride))
+        if borders > MAX_POSITIONS:
+            return (f"{borders} border positions (each output phase at both borders) are "
+                    f"more than the sample's {MAX_POSITIONS}")
+        terms, tap_terms = in_group * _landing_taps(geom), in_group
+    else:
+        terms, tap_terms = out_group * taps, out_group
+    if _hidden(terms, tap_terms):
+        return (f"an element sums {terms} products, one tap's {tap_terms} hide below the "
+                f"rounding bound")
+    return None
 
 
 # -- which elements ---------------------------------------------------------------

@@ -252,3 +252,126 @@ def test_threads_meeting_a_new_layer_together_all_get_right_results(provisional)
         np.testing.assert_allclose(result, expected, **TOL)
     assert provisional["forward"] >= 1
     assert not _forward_choice(data.shape).provisional
+
+
+# -- defects a sample could miss never reach a first call ------------------------------
+#: Layers up to 4,096 output phases (k64 s64), each with a bias: name ->
+#: (data shape, parameters).
+BLIND_LAYERS = {
+    "dcgan_b4": ((4, 512, 4, 4), dict(kernel=(4, 4), stride=(2, 2), pad=(1, 1),
+                                      num_filter=256)),
+    "fcn32s": ((1, 21, 4, 4), dict(kernel=(64, 64), stride=(32, 32), pad=(16, 16),
+                                   num_filter=21)),
+    "k64s64": ((1, 8, 3, 3), dict(kernel=(64, 64), stride=(64, 64), num_filter=8)),
+    "stride_gt_kernel": ((2, 64, 5, 5), dict(kernel=(2, 2), stride=(3, 3), adj=(2, 1),
+                                             num_filter=64)),
+    "1d_k16s8": ((2, 128, 64), dict(kernel=(16,), stride=(8,), pad=(4,), num_filter=64)),
+}
+
+
+def _one_tap(geom, weight, tap):
+    """``weight`` with every tap but ``tap`` zeroed."""
+    only = np.zeros_like(weight)
+    index = (slice(None), slice(None)) + tap
+    only[index] = weight[index]
+    return only
+
+
+def _planted_forward(geom, data, weight, bias, out, defect):
+    """``out`` (float32, written in place) with ``defect`` planted."""
+    if defect == "dropped tap":  # the middle tap's contribution missing
+        tap = tuple(k // 2 for k in geom.param.kernel)
+        out -= deconv_numpy.forward(geom, data, _one_tap(geom, weight, tap), None)
+    elif defect == "wrong border":
+        out[..., -1] = out[..., -1] * np.float32(1.5) + np.float32(1)
+    elif defect == "wrong bias":  # brgconv_strided's: the bias once more, one channel
+        out[:, 5] += bias[5]
+    elif defect == "garbage in untouched pixels":  # pixels no tap reaches, or the last one
+        reached = deconv_numpy.forward(geom, np.ones_like(data), np.ones_like(weight), None)
+        untouched = reached == 0
+        if not untouched.any():
+            untouched[..., -1] = True
+        out[untouched] = np.float32(7.0)
+
+
+def _planted_data_grad(geom, out_grad, weight, data_grad, defect):
+    if defect == "dropped tap":
+        tap = tuple(k // 2 for k in geom.param.kernel)
+        data_grad -= deconv_numpy.backward(geom, out_grad, np.zeros(geom.data_shape, np.float32),
+                                           _one_tap(geom, weight, tap))[0]
+    elif defect == "wrong border":
+        data_grad[..., -1] = data_grad[..., -1] * np.float32(1.5) + np.float32(1)
+
+
+def _plant(monkeypatch, defect):
+    """Provisional plans' results come back with ``defect`` (a defect the
+    kernel check, with exact inputs, sees); returns the impls it was planted in."""
+    planted = []
+    real_forward, real_backward = onednn_impl._exec.deconv_forward, \
+        onednn_impl._exec.deconv_backward
+
+    def forward(plan, data, weight, bias, out, *rest):
+        result = real_forward(plan, data, weight, bias, out, *rest)
+        if plan.verdict.provisional:
+            _planted_forward(plan.verdict.key[1], data.asnumpy(), weight.asnumpy(),
+                             bias.asnumpy(), result._plain(), defect)
+            planted.append(plan.impl)
+        return result
+
+    def backward(data_plan, weights_plan, out_grad, data, weight, *rest):
+        result = real_backward(data_plan, weights_plan, out_grad, data, weight, *rest)
+        if data_plan.verdict.provisional and result[0] is not None:
+            _planted_data_grad(data_plan.verdict.key[1], out_grad.asnumpy(), weight.asnumpy(),
+                               result[0]._plain(), defect)
+            planted.append(data_plan.impl)
+        return result
+    monkeypatch.setattr(onednn_impl._exec, "deconv_forward", forward)
+    monkeypatch.setattr(onednn_impl._exec, "deconv_backward", backward)
+    return planted
+
+
+def _blind_arrays(name):
+    shape, params = BLIND_LAYERS[name]
+    rng = np.random.default_rng(len(name))
+    geom = infer_geometry(parse_params(dict(params, no_bias=False)), shape)
+    fan_in = shape[1] * int(np.prod(params["kernel"]))
+    data = rng.standard_normal(shape).astype(np.float32)
+    weight = (rng.standard_normal(geom.weight_shape) / np.sqrt(fan_in)).astype(np.float32)
+    bias = rng.standard_normal(geom.bias_shape).astype(np.float32)
+    out_grad = rng.standard_normal(geom.out_shape).astype(np.float32)
+    return geom, dict(params, no_bias=False), data, weight, bias, out_grad
+
+
+@pytest.mark.parametrize("defect", ["dropped tap", "wrong border", "wrong bias",
+                                    "garbage in untouched pixels"])
+@pytest.mark.parametrize("name", list(BLIND_LAYERS))
+def test_no_first_call_returns_a_planted_forward_defect(monkeypatch, provisional, name,
+                                                        defect):
+    """Where the sample sees every defect the result is refused and computed
+    again; where it could miss one (result_check.blind_spot) the first call is
+    never provisional: the kernel check runs first."""
+    planted = _plant(monkeypatch, defect)
+    geom, params, data, weight, bias, _ = _blind_arrays(name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", KernelDefectWarning)
+        out = nd.Deconvolution(data, weight, bias, **params).asnumpy()
+    want = deconv_numpy.forward(geom, data.astype(np.float64), weight.astype(np.float64),
+                                bias.astype(np.float64))
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+    assert bool(planted) == (result_check.blind_spot(geom, "forward") is None)
+
+
+@pytest.mark.parametrize("defect", ["dropped tap", "wrong border"])
+@pytest.mark.parametrize("name", list(BLIND_LAYERS))
+def test_no_first_call_returns_a_planted_data_gradient_defect(monkeypatch, provisional, name,
+                                                              defect):
+    planted = _plant(monkeypatch, defect)
+    geom, params, data, weight, bias, out_grad = _blind_arrays(name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", KernelDefectWarning)
+        data_grad = nd.Deconvolution_backward(out_grad, data, weight, bias, req="write",
+                                              **params)[0].asnumpy()
+    want = deconv_numpy.backward(geom, out_grad.astype(np.float64), data.astype(np.float64),
+                                 weight.astype(np.float64))[0]
+    np.testing.assert_allclose(data_grad, want, rtol=1e-4, atol=1e-4)
+    assert bool(planted) == (result_check.blind_spot(geom, "backward_data") is None)
