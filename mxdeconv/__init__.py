@@ -25,12 +25,12 @@ from .ops.registry import last_impl, onednn_enabled, set_onednn_enabled, use_imp
 __version__ = "0.1.0"
 
 __all__ = ["Context", "Float16OverflowWarning", "KernelDefectWarning", "MXNetError",
-           "NDArray", "autograd", "cache_info", "buffer_pool_info", "clear_cache", "cpu", "current_context", "empty_buffer_pool",
-           "explain", "finish_tuning", "gluon", "gpu",
+           "NDArray", "autograd", "cache_info", "buffer_pool_info", "clear_cache", "cpu", "current_context", "deterministic_enabled",
+           "empty_buffer_pool", "explain", "finish_tuning", "gluon", "gpu",
            "get_num_threads", "is_training", "last_impl", "lr_scheduler", "nd", "onednn_enabled",
            "optimizer",
            "plan_cache_path", "predict_mode", "random", "reorder_counts", "reset_reorder_counts",
-           "runtime_info", "set_buffer_pool_limit", "set_cache_capacity", "set_num_threads", "set_onednn_enabled",
+           "runtime_info", "set_buffer_pool_limit", "set_cache_capacity", "set_deterministic", "set_num_threads", "set_onednn_enabled",
            "set_training", "set_tuning", "train_mode", "tuning_enabled", "use_impl"]
 
 
@@ -169,6 +169,33 @@ def tuning_enabled() -> bool:
     True
     """
     return planner.tuning()
+
+
+def set_deterministic(enabled: bool) -> bool:
+    """Deterministic mode (True; also ``MXDECONV_DETERMINISTIC=1`` at import):
+    each layer pass runs the first plan, in oneDNN's order, that passes the
+    kernel check before its first call, and keeps it for the process (no
+    tuning, no provisional first call), so the same inputs give bitwise the
+    same results on every call, thread and process of this machine at one
+    thread count (docs/planner.rst says what it costs).  Returns the old value.
+
+    >>> import mxdeconv
+    >>> previous = mxdeconv.set_deterministic(True)
+    >>> mxdeconv.deterministic_enabled(), mxdeconv.tuning_enabled()
+    (True, False)
+    >>> _ = mxdeconv.set_deterministic(previous)
+    """
+    return planner.set_deterministic(enabled)
+
+
+def deterministic_enabled() -> bool:
+    """Whether deterministic mode is on (see :func:`set_deterministic`).
+
+    >>> import mxdeconv
+    >>> isinstance(mxdeconv.deterministic_enabled(), bool)
+    True
+    """
+    return planner.deterministic()
 
 
 def plan_cache_path() -> Optional[str]:
