@@ -9,6 +9,15 @@ class MXNetError(ValueError):
     """
 
 
+class OneDNNMemoryError(MemoryError):
+    """oneDNN ran out of memory (``dnnl_out_of_memory``), as pyarrow's
+    ``check_status`` maps an out-of-memory status to ``ArrowMemoryError``.
+
+    It says nothing about the kernel or the arguments: the planner takes it as
+    no verdict on a candidate being checked, and a call passes it on.
+    """
+
+
 class Float16OverflowWarning(RuntimeWarning):
     """A float16 result held a finite value beyond float16's range (65504).
 

@@ -101,6 +101,9 @@ cdef MemoryDesc new_md(dims, str dtype, dnnl_format_tag_t tag, str role,
     cdef dnnl_dims_t c_dims
     cdef dnnl_memory_desc_t md = NULL
     cdef int i
+    if len(dims) > DNNL_MAX_NDIMS:  # c_dims holds DNNL_MAX_NDIMS entries
+        raise MXNetError(f"{role}: {len(dims)} dimensions {tuple(dims)}, oneDNN takes at "
+                         f"most {DNNL_MAX_NDIMS}")
     for i, d in enumerate(dims):
         c_dims[i] = d
     check(dnnl_memory_desc_create_with_tag(&md, len(dims), c_dims,

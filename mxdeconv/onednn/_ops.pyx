@@ -29,7 +29,7 @@ from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 from ._dnnl cimport *
 from mxdeconv._core.args import int_arg
 from mxdeconv._core.env import env_int
-from mxdeconv._core.errors import MXNetError
+from mxdeconv._core.errors import MXNetError, OneDNNMemoryError
 from mxdeconv.semantics.subgrid import subgrid_of
 from mxdeconv._core.buffers cimport aligned_array, aligned_bytes
 
@@ -40,9 +40,14 @@ cnp.import_array()
 # Status checks, engine
 # ----------------------------------------------------------------------------
 cdef inline int check(dnnl_status_t status, what) except -1:
-    if status != dnnl_success:
-        raise MXNetError(f"oneDNN {what} failed: {dnnl_status2str(status).decode()}")
-    return 0
+    """Raise for a failed status: OneDNNMemoryError (a MemoryError) when oneDNN
+    ran out of memory, MXNetError for any other refusal."""
+    if status == dnnl_success:
+        return 0
+    message = f"oneDNN {what} failed: {dnnl_status2str(status).decode()}"
+    if status == dnnl_out_of_memory:
+        raise OneDNNMemoryError(message)
+    raise MXNetError(message)
 
 
 cdef dnnl_engine_t _engine = NULL

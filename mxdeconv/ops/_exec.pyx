@@ -26,6 +26,7 @@ from mxdeconv.onednn._ops cimport (
     BackwardDataPlan, BackwardWeightsPlan, ForwardPlan, Layout, MemoryDesc, ThreadState, data_ptr,
     enter_threads, leave_threads, new_buffer, new_plain_array, plain_view, reordered, run_reorder,
     thread_count, thread_state)
+from mxdeconv._core.errors import MXNetError
 from mxdeconv.onednn import planner
 from . import registry, validation
 # The full path of a call the prepared call cannot serve: this package's Python
@@ -182,7 +183,7 @@ cdef object run_forward(ForwardPlan plan, data, weight, bias, out, bint accumula
         leave_threads(ambient)
 
 
-def deconv_forward(ForwardPlan plan, data, weight, bias, out, bint accumulate,
+def deconv_forward(ForwardPlan plan not None, data, weight, bias, out, bint accumulate,
                    bint training):
     """Run the forward pass; returns ``out`` or a new NDArray (maybe blocked)."""
     return run_forward(plan, data, weight, bias, out, accumulate, training)
@@ -194,6 +195,15 @@ cdef inline bint shares_diff_dst(BackwardDataPlan data_plan, BackwardWeightsPlan
             or data_plan.diff_dst == weights_plan.diff_dst)
 
 
+cdef int three(str name, tuple value) except -1:
+    """Refuse a per-gradient tuple that is not three long: they are indexed
+    without bounds checks (this module's directives)."""
+    if value is None or len(value) != 3:
+        raise MXNetError(f"{name} must hold one entry per gradient (data, weight, bias), "
+                         f"got {value!r}")
+    return 0
+
+
 cdef tuple run_backward(BackwardDataPlan data_plan, BackwardWeightsPlan weights_plan,
                         out_grad, data, weight, tuple grads, tuple accumulate, tuple needed):
     """Each pass runs on the thread count its plan was built for: the planner
@@ -201,6 +211,9 @@ cdef tuple run_backward(BackwardDataPlan data_plan, BackwardWeightsPlan weights_
     created for), so the two may differ."""
     cdef Output diff_src, diff_weights, diff_bias
     cdef int ambient = -1, previous
+    three("grads", grads)
+    three("accumulate", accumulate)
+    three("needed", needed)
     results = [None, None, None]
     diff_dst = None
     try:
@@ -240,7 +253,8 @@ cdef tuple run_backward(BackwardDataPlan data_plan, BackwardWeightsPlan weights_
     return tuple(results)
 
 
-def deconv_backward(BackwardDataPlan data_plan, BackwardWeightsPlan weights_plan, out_grad,
+def deconv_backward(BackwardDataPlan data_plan not None,
+                    BackwardWeightsPlan weights_plan not None, out_grad,
                     data, weight, tuple grads, tuple accumulate, tuple needed):
     """Run the backward passes; returns ``(data_grad, weight_grad, bias_grad)``.
 
@@ -404,7 +418,7 @@ cdef class PreparedForward:
     cdef object req, act_type, record
     cdef readonly Serving serving
 
-    def __init__(self, ForwardPlan plan, bint training, bint accumulate, req,
+    def __init__(self, ForwardPlan plan not None, bint training, bint accumulate, req,
                  act_type=None, record=None):
         self.plan, self.training, self.accumulate, self.req = plan, training, accumulate, req
         self.act_type, self.record = act_type, record
@@ -488,8 +502,9 @@ cdef class PreparedBackward:
     cdef tuple accumulate, needed
     cdef readonly Serving serving
 
-    def __init__(self, BackwardDataPlan data_plan, BackwardWeightsPlan weights_plan,
-                 tuple reqs):
+    def __init__(self, BackwardDataPlan data_plan not None,
+                 BackwardWeightsPlan weights_plan not None, tuple reqs):
+        three("reqs", reqs)
         self.data_plan, self.weights_plan = data_plan, weights_plan
         self.accumulate = tuple(r == "add" for r in reqs)
         self.needed = tuple(r != "null" for r in reqs)
