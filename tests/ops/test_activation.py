@@ -438,16 +438,27 @@ def test_no_candidate_leaves_a_fused_activation_to_oneDNNs_reference_loop():
 
 def test_the_check_catches_oneDNNs_brgconv_with_an_eltwise_post_op():
     """oneDNN 3.2's brgconv_strided:avx512_core is wrong with a fused relu even
-    without a bias (checked: 2x512x4x4 -> 256, k4 s2 p1); skipped where this
-    CPU or kernel family does not offer it."""
-    geom = infer_geometry(parse_params(dict(kernel=(4, 4), stride=(2, 2), pad=(1, 1),
-                                            num_filter=256)), (2, 512, 4, 4))
+    without a bias on some CPUs (checked on AMD Zen 4 and 5: 2x512x4x4 -> 256,
+    k4 s2 p1) and right on others (an Intel CPU with AMX): each such candidate
+    is judged against the float64 NumPy reference on small-integer inputs,
+    and the check must refuse exactly the wrong ones.  Skipped where this CPU
+    or kernel family does not offer the kernel."""
+    params = dict(kernel=(4, 4), stride=(2, 2), pad=(1, 1), num_filter=256)
+    geom = infer_geometry(parse_params(params), (2, 512, 4, 4))
     candidates = [c for c in _ops.forward_candidates(geom, "float32", False, False, "relu")
                   if c.act_fused and "brgconv_strided:avx512_core" in c.impl]
     if not candidates:
         pytest.skip("no brgconv_strided:avx512_core kernel here")
+    rng = np.random.default_rng(0)
+    data = rng.integers(-2, 3, geom.data_shape).astype(np.float32)
+    weight = rng.integers(-2, 3, geom.weight_shape).astype(np.float32)
+    want = np.maximum(reference_forward(data, weight, None, (4, 4), (2, 2), (1, 1), (1, 1),
+                                        (1, 1), 1), 0)
     check = kernel_check.forward_check(geom, "float32", False, "relu")
-    assert any(check(c.build()) is not None for c in candidates)
+    for candidate in candidates:
+        plan = candidate.build()
+        wrong = not np.array_equal(plan.run_plain(data, weight, None), want)
+        assert (check(plan) is not None) == wrong, (candidate, wrong)
 
 
 class PlantedCandidate:
