@@ -11,6 +11,10 @@
 * Tuning does not watch the machine's load (``MXDECONV_LOAD_WATCH=0``): whether
   a choice is kept as tuned must not depend on what else the machine runs
   (``tests/onednn/test_cpu_load.py`` turns it on for its own tests).
+* New layers are planned without the shipped plan database
+  (``MXDECONV_PLAN_DB=0``): what the tests assert of first choices and tuning
+  must not depend on what the database holds for this CPU
+  (``tests/onednn/test_plan_db.py`` gives the planner databases of its own).
 """
 import os
 import tempfile
@@ -23,6 +27,7 @@ settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("MXDECONV_HYPOTHESIS_PROFILE", "derandomized"))
 os.environ["MXDECONV_CACHE_DIR"] = tempfile.mkdtemp(prefix="mxdeconv-plans-")
 os.environ["MXDECONV_LOAD_WATCH"] = "0"
+os.environ["MXDECONV_PLAN_DB"] = "0"  # the tests choose plans as without a database
 
 
 import pytest  # noqa: E402  (after the settings above, which must come first)

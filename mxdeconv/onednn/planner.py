@@ -59,7 +59,7 @@ from dataclasses import dataclass, field
 from typing import (Any, Callable, Dict, Generator, Iterable, List, Optional, Sequence,
                     Tuple, Union)
 
-from . import cpu_load, kernel_check, plan_store, result_check
+from . import cpu_load, kernel_check, plan_db, plan_store, result_check
 from ._loader import ops as _ops
 from mxdeconv._core.env import env_word
 from mxdeconv._core.errors import KernelDefectWarning, MXNetError
@@ -245,6 +245,8 @@ class Choice:
     #: elements until the key's next visit to the planner runs it (_confirm).
     provisional: bool = False
     key: Optional[tuple] = field(default=None, repr=False)  # the planner key
+    #: Predicted confidently by the shipped plan database: never tuned.
+    confident: bool = False
 
     def verdict(self) -> str:
         """What explain() prints: the choice, the check, the alternatives."""
@@ -280,6 +282,17 @@ def _found_at(candidate: Any) -> Optional[Tuple[Tuple[Any, ...], str]]:
 
 _choices = _ops.LRUCache(1 << 14) if _ops is not None else None
 _store = plan_store.PlanStore(plan_store.default_path)  # located on first use
+#: The shipped plan database (read on first use); MXDECONV_PLAN_DB=0: none.
+_database = plan_db.PlanDatabase(
+    plan_db.SHIPPED if env_word("MXDECONV_PLAN_DB", "on") == "on" else None)
+
+
+def set_plan_database(path: Optional[str]) -> None:
+    """Predict new layers' plans from the database file at ``path`` (the shipped
+    one is ``plan_db.SHIPPED``), or from none (None: oneDNN's first choice,
+    then tuning, as with ``MXDECONV_PLAN_DB=0``).  Choices made already stay."""
+    global _database
+    _database = plan_db.PlanDatabase(None if path is None else plan_db.Path(path))
 _warned: set = set()
 
 
@@ -556,18 +569,21 @@ def _tuning_units(geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]]
             entry.seconds = cost(entry.candidate.build())
         yield
     timed.sort(key=rank)
-    holder = next((e for e in timed if incumbent(e)), None)
-    if holder is not None and timed[0] is not holder:
-        # The challenger must win again, the two timed in turns: one hiccup
-        # in either's refine run decides a swap otherwise.
-        pair = (timed[0], holder)
-        runs = ([timed[0].seconds], [holder.seconds])
+    # The leader must win again against the first choice and against a
+    # runner-up within FIRST_CHOICE_MARGIN of it, all timed in turns: one
+    # hiccup in a refine run decides a swap or a near-tie otherwise.
+    duel = timed[:1] + [e for e in timed[1:] if incumbent(e)]
+    if len(timed) > 1 and timed[1] not in duel and \
+            rank(timed[1]) <= rank(timed[0]) * (1 + FIRST_CHOICE_MARGIN):
+        duel.append(timed[1])
+    if len(duel) > 1:
+        runs = [[entry.seconds] for entry in duel]
         for _ in range(DUEL_ROUNDS):
-            for entry, times in zip(pair, runs):
+            for entry, times in zip(duel, runs):
                 with _ops.using_threads(entry.threads):
                     times.append(cost(entry.candidate.build()))
                 yield
-        for entry, times in zip(pair, runs):
+        for entry, times in zip(duel, runs):
             entry.seconds = statistics.median(times)
         timed.sort(key=rank)
     measured = [Measured(repr(e.candidate) + (FIRST_CHOICE if incumbent(e) else ""),
@@ -913,6 +929,49 @@ def _start_tuning(key: tuple, geom: DeconvGeometry, candidates: Callable[..., It
     return tuner
 
 
+def _predicted_choice(key: tuple, geom: DeconvGeometry,
+                      candidates: Callable[..., Iterable[Any]],
+                      check: Callable[[Any], Optional[str]], provisional: bool
+                      ) -> Tuple[Optional[Choice], Any]:
+    """The shipped database's confident choice for ``key`` and its plan, checked
+    (``provisional``: built only, its results checked, see PROVISIONAL_MACS);
+    (None, None) when it has none, the candidate is not offered here, or it
+    disagrees (then the key is chosen as without a database).  Only its
+    variant is enumerated: a new process's first call costs no other
+    descriptor."""
+    what = key[0]
+    if what == "forward" and (key[4] or key[5] is not None):  # req=add, an activation
+        return None, None
+    training = bool(key[3]) if what == "forward" else False
+    prediction = _database.predict(
+        plan_db.LayerKey(what, key[2], training, len(geom.spatial_in)), geom,
+        _ops.get_num_threads(), _ops.cpu_isa())
+    if prediction is None or not prediction.confident:
+        return None, None
+    with _refused_lock:
+        if key in _refused:
+            return None, None
+    threads = 1 if prediction.choice.one_thread else _ops.get_num_threads()
+    if threads not in _thread_options(geom):
+        return None, None
+    with _ops.using_threads(threads):
+        candidate = next((c for c in candidates(prediction.choice.variant)
+                          if c.impl == prediction.choice.impl), None)
+        if candidate is None:
+            return None, None
+        try:
+            plan = candidate.build()
+        except MXNetError:
+            return None, None
+        reason = None if provisional else check(plan)
+    if reason is not None:
+        _warn(candidate, geom, reason)
+        return None, None
+    return Choice(candidate.index, threads, candidate.impl, f"predicted by {prediction.source}",
+                  found_at=_found_at(candidate), provisional=provisional,
+                  confident=True), plan
+
+
 def _first_choice(key: tuple, geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
                   check: Callable[[Any], Optional[str]], provisional: bool = False
                   ) -> Tuple[Choice, Any]:
@@ -966,6 +1025,8 @@ def _choose(key: tuple, geom: DeconvGeometry, candidates: Callable[..., Iterable
     try:
         choice, plan, tuned = _from_disk(key, geom, candidates, check) if tuning_on else \
             (None, None, False)
+        if choice is None and tuning_on and not _eager:
+            choice, plan = _predicted_choice(key, geom, candidates, check, provisional)
         if choice is None:  # eager tuning too starts from it: the same choice either way
             choice, plan = _first_choice(key, geom, candidates, check,
                                          provisional and not _eager)
@@ -974,6 +1035,8 @@ def _choose(key: tuple, geom: DeconvGeometry, candidates: Callable[..., Iterable
                            "tuned, kept for the process")
         if choice.provisional:
             pass  # checked, kept and tuned from its next call on (_confirm)
+        elif choice.confident:
+            _keep(key, geom, choice, True)  # kept as a tuned choice: never tuned
         elif tuning_on and plan is not None and not tuned:
             agreed = [(choice.index, choice.threads)]
             if _eager:  # tune from the first choice now
@@ -1099,7 +1162,9 @@ def _confirm(key: tuple, geom: DeconvGeometry, candidates: Callable[..., Iterabl
             return None
         choice = dataclasses.replace(choice, provisional=False,
                                      seconds=choice.seconds + time.perf_counter() - begun)
-        if tuning_on:
+        if choice.confident:
+            _keep(key, geom, choice, True)  # predicted: never tuned
+        elif tuning_on:
             _keep(key, geom, choice, False)
             if _eager:
                 tuned, tuned_plan = _tuned_now(key, geom, candidates, check, costs,
@@ -1118,7 +1183,10 @@ def _refuse(choice: Choice, geom: DeconvGeometry, reason: str) -> None:
     with _refused_lock:
         _warn_once((choice.impl, "provisional", choice.threads, choice.key), choice.impl,
                    geom, reason)
-        _refused.setdefault(choice.key, set()).add((choice.index, choice.threads))
+        # A predicted choice's index is its variant's, not the enumeration's:
+        # none is skipped then, but the key is chosen with the kernel check.
+        _refused.setdefault(choice.key, set()).add(
+            (-1 if choice.confident else choice.index, choice.threads))
         if _choices.get(choice.key) is choice:
             _choices.put(choice.key, None)  # the next visit chooses again, checked
 

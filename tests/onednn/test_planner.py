@@ -307,6 +307,35 @@ def test_a_hiccup_in_the_first_choices_refine_run_does_not_replace_it(monkeypatc
     assert first.runs == 2 + plans.DUEL_ROUNDS and challenger.runs == 2 + plans.DUEL_ROUNDS
 
 
+class _Lucky(_Timed):
+    """A candidate timed 4% fast once (its refine run), at its real time otherwise."""
+
+    def __init__(self, index, seconds, lucky_run):
+        super().__init__(index, seconds)
+        self.runs, self.lucky_run = 0, lucky_run
+
+    @property
+    def cost(self):
+        self.runs += 1
+        return self.seconds * (0.96 if self.runs == self.lucky_run else 1)
+
+
+def test_a_near_tie_between_the_two_fastest_is_decided_in_turns(monkeypatch):
+    """Two challengers beat the first choice; the slower of them (1.02 ms) is
+    timed fast in its refine run and leads the faster one (1.00 ms) by less
+    than the margin: the two (and the first choice) are timed again in turns,
+    and the really faster one is chosen."""
+    monkeypatch.setattr(plans, "_thread_options", lambda geom: [1])
+    first = _Lucky(0, 2e-3, lucky_run=0)
+    faster, lucky = _Lucky(1, 1.00e-3, lucky_run=0), _Lucky(2, 1.02e-3, lucky_run=2)
+    x, *_ = _arrays()
+    choice, plan = plans._to_the_end(plans._tuning_units(
+        _geometry(x), lambda variant=None: iter([first, faster, lucky]), lambda plan: None,
+        plans._Costs(), lambda plan: plan.cost, agreed=[(0, 1)]))
+    assert choice.index == 1 and plan is faster
+    assert faster.runs == lucky.runs == first.runs == 2 + plans.DUEL_ROUNDS
+
+
 # -- the two backward passes planned together ------------------------------------------
 class _Layouts:
     """A fake plan: its layouts are names, its reorders cost what _FakeCosts says."""

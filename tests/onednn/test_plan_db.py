@@ -1,0 +1,210 @@
+"""The shipped plan database and its predictor (mxdeconv/onednn/plan_db.py):
+a confident prediction is the first call's plan and is never tuned, a
+prediction is never a verdict (its plan is checked like any other), and a
+database that does not fit (another CPU, a candidate not offered, junk)
+leaves the planner as it is without one.  The databases here are the tests'
+own; the shipped one is only read."""
+import json
+
+import numpy as np
+import pytest
+
+import mxdeconv
+from mxdeconv import KernelDefectWarning, nd
+from mxdeconv.onednn import plan_db
+from mxdeconv.onednn import planner as plans
+from mxdeconv.onednn._loader import ops as _ops
+from mxdeconv.semantics import deconv_numpy
+from mxdeconv.semantics.attributes import infer_geometry, parse_params
+from helpers import planner_afresh
+from planted import WrongCandidate
+
+PARAMS = dict(kernel=(3, 3), stride=(2, 2), pad=(1, 1), num_filter=8, no_bias=False)
+SHAPE = (2, 8, 5, 5)
+GEOM = infer_geometry(parse_params(PARAMS), SHAPE)
+
+
+def _record(candidate, shape=SHAPE, what="forward", training=False, threads=None,
+            one_thread=False, isa=None, **params):
+    return {"isa": isa or _ops.cpu_isa(), "threads": threads or _ops.get_num_threads(),
+            "pass": what, "dtype": "float32", "training": training,
+            "layer": {"data": list(shape), "params": dict(PARAMS, **params)},
+            "choice": {"variant": list(candidate.variant), "impl": candidate.impl,
+                       "one_thread": one_thread}}
+
+
+def _database(tmp_path, records, made=None):
+    path = tmp_path / "plan_db.json"
+    path.write_text(json.dumps({"format": plan_db.FORMAT, "made": made or {},
+                                "records": records}))
+    return path
+
+
+@pytest.fixture
+def with_database(monkeypatch):
+    """Plan afresh, tuning on calls, with the database the test writes."""
+    with planner_afresh(tuning=True, eager=False, monkeypatch=monkeypatch):
+        def use(path):
+            plans.set_plan_database(str(path))
+        yield use
+    plans.set_plan_database(None)
+
+
+def _not_first(what="forward"):
+    """A real candidate that is not oneDNN's first choice (None if there is none)."""
+    listed = [c for c in _ops.forward_candidates(GEOM, "float32", False, False)
+              if not c.is_reference]
+    return listed[1] if len(listed) > 1 else None
+
+
+def _forward(data_seed=0):
+    rng = np.random.default_rng(data_seed)
+    data = rng.standard_normal(SHAPE).astype(np.float32)
+    weight = rng.standard_normal(GEOM.weight_shape).astype(np.float32)
+    bias = rng.standard_normal(GEOM.bias_shape).astype(np.float32)
+    out = nd.Deconvolution(data, weight, bias, **PARAMS).asnumpy()
+    want = deconv_numpy.forward(GEOM, data.astype(np.float64), weight.astype(np.float64),
+                                bias.astype(np.float64))
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+
+
+def _choice():
+    return plans.forward_plan(GEOM, "float32", False, False).verdict
+
+
+def test_the_layer_itself_is_predicted_confidently_and_never_tuned(tmp_path, with_database):
+    candidate = _not_first()
+    if candidate is None:
+        pytest.skip("this CPU offers one candidate for the layer")
+    with_database(_database(tmp_path, [_record(candidate)]))
+    _forward()
+    choice = _choice()
+    assert (choice.impl, choice.found_at[0]) == (candidate.impl, candidate.variant)
+    assert choice.how.startswith("predicted by the shipped plan database") and \
+        choice.how.endswith(": this layer")
+    assert choice.confident and choice.tuner is None and plans.pending() == 0
+    entry = plans._store.get(plans._store_key(choice.key, GEOM))
+    assert entry["tuned"] is True and entry["impl"] == candidate.impl  # kept: never tuned
+
+
+def test_a_prediction_is_checked_like_any_plan(tmp_path, with_database, monkeypatch):
+    """The database names a candidate whose plan is wrong here: refused with one
+    warning, and the layer planned as without a database."""
+    candidate = _not_first()
+    if candidate is None:
+        pytest.skip("this CPU offers one candidate for the layer")
+    real = _ops.forward_candidates
+    signature = (candidate.impl, candidate.variant)
+
+    class Disguised(WrongCandidate):
+        def __init__(self, c):
+            super().__init__(c)
+            self.index, self.impl, self.variant, self.layouts = c.index, c.impl, c.variant, \
+                c.layouts
+
+    monkeypatch.setattr(_ops, "forward_candidates", lambda *a, **k: iter(
+        [Disguised(c) if (c.impl, c.variant) == signature else c for c in real(*a, **k)]))
+    with_database(_database(tmp_path, [_record(candidate)]))
+    with pytest.warns(KernelDefectWarning):
+        _forward()
+    choice = _choice()
+    assert not choice.confident and "predicted" not in choice.how
+    assert choice.tuner is not None  # tuned on its calls, as without a database
+
+
+def test_a_provisional_prediction_is_confirmed_and_kept_untuned(tmp_path, with_database,
+                                                                monkeypatch):
+    candidate = _not_first()
+    if candidate is None:
+        pytest.skip("this CPU offers one candidate for the layer")
+    monkeypatch.setattr(plans, "PROVISIONAL_MACS", 0)
+    was = plans.set_provisional(True)
+    try:
+        with_database(_database(tmp_path, [_record(candidate)]))
+        _forward()
+        assert plans._choices.get(_choice_key()).provisional
+        _forward(1)  # its next call: the kernel check
+        choice = _choice()
+        assert not choice.provisional and choice.confident and choice.tuner is None
+        assert plans.pending() == 0
+    finally:
+        plans.set_provisional(was)
+
+
+def _choice_key():
+    return ("forward", GEOM, "float32", False, False, None, _ops.get_num_threads(), True)
+
+
+@pytest.mark.parametrize("how", ["far", "unknown impl", "another cpu", "junk"])
+def test_no_confident_prediction_leaves_the_planner_as_without_a_database(
+        tmp_path, with_database, how):
+    candidate = _not_first() or next(iter(_ops.forward_candidates(GEOM, "float32", False,
+                                                                  False)))
+    if how == "far":  # one record, of a layer far away: a hint, not confident
+        records = [_record(candidate, shape=(32, 512, 40, 40), num_filter=256)]
+    elif how == "unknown impl":
+        records = [dict(_record(candidate), choice=dict(_record(candidate)["choice"],
+                                                        impl="no such kernel"))]
+    elif how == "another cpu":
+        records = [_record(candidate, isa="some_future_isa")]
+    else:
+        records = [{"isa": 3}, {"layer": "x"}, 7, _record(candidate, what="sideways")]
+    with_database(_database(tmp_path, records))
+    _forward()
+    choice = _choice()
+    assert not choice.confident and "predicted" not in choice.how and choice.tuner is not None
+
+
+@pytest.mark.parametrize("content", ["{not json", '{"format": 99}', "[]", ""])
+def test_a_database_file_that_is_not_one_is_ignored(tmp_path, with_database, content):
+    path = tmp_path / "plan_db.json"
+    path.write_text(content)
+    with_database(path)
+    _forward()
+    assert not _choice().confident
+
+
+def test_neighbours_that_agree_predict_confidently(tmp_path):
+    """Three near layers (other batches) that chose alike: confident; one that
+    chose otherwise among them: a hint."""
+    first = next(iter(_ops.forward_candidates(GEOM, "float32", False, False)))
+    other = _not_first() or first
+    records = [_record(first, shape=(batch,) + SHAPE[1:]) for batch in (1, 3, 4)]
+    database = plan_db.PlanDatabase(_database(tmp_path, records))
+    key = plan_db.LayerKey("forward", "float32", False, 2)
+    prediction = database.predict(key, GEOM, _ops.get_num_threads(), _ops.cpu_isa())
+    assert prediction.confident and prediction.choice.impl == first.impl
+    assert "3 nearest layers agree" in prediction.source
+    if other is not first:
+        records[1] = _record(other, shape=(4,) + SHAPE[1:])
+        database = plan_db.PlanDatabase(_database(tmp_path, records))
+        assert not database.predict(key, GEOM, _ops.get_num_threads(),
+                                    _ops.cpu_isa()).confident
+
+
+@pytest.mark.parametrize("isa, families, expected", [
+    ("avx512_core_amx", ["avx2", "avx512_core"], "avx512_core"),
+    ("avx512_core_bf16", ["avx2", "avx512_core_amx"], "avx2"),
+    ("avx2", ["avx512_core"], None),
+    ("sse41", ["sse41", "avx2"], "sse41"),
+    ("unknown_isa", ["avx2"], None)])
+def test_a_cpu_uses_the_highest_family_it_can_run(isa, families, expected):
+    assert plan_db._family(isa, families) == expected
+
+
+def test_the_shipped_database_says_how_it_was_made():
+    database = plan_db.PlanDatabase()
+    families = database.families()
+    if not plan_db.SHIPPED.exists():
+        pytest.skip("no database shipped with this checkout")
+    assert families
+    made = database.made
+    for field in ("date", "machine", "onednn", "command", "held_out", "families"):
+        assert field in made, field
+    assert set(made["held_out"]) == set(families)
+
+
+def test_plan_db_off_by_environment():
+    """MXDECONV_PLAN_DB=0 (this suite's conftest): no database is read."""
+    assert plans._database._path is None
+    assert mxdeconv.onednn.planner._database.families() == []
