@@ -1,0 +1,216 @@
+#!/usr/bin/env python
+"""A new layer's first K calls: what a short script, a notebook or a test suite
+meets, beside the peers.
+
+Each contender runs in a fresh process: K calls of one layer (results read
+back every call), timed cumulatively; the table gives the peers' cumulative
+time of calls 1..K divided by mxdeconv's (above 1: mxdeconv is faster), for
+K = 1, 10, 100, 300.  mxdeconv runs twice: with an empty plan cache (a new
+machine; the shipped plan database still applies) and with the cache the
+first run filled (a new process on the same machine).  Rounds interleave the
+contenders; medians of ``--repeats`` rounds.
+
+    python benchmarks/first_calls.py                     # every layer-mode, 3 rounds
+    python benchmarks/first_calls.py --repeats 1 --no-peers --calls 10   # smoke
+    python benchmarks/first_calls.py --json benchmarks/results/first_calls.json
+
+MXNet 1.9.1 runs in its venv (scripts/setup_mxnet_venv.sh; ``MXNET_VENV`` or
+``--mxnet-python``), PyTorch where ``import torch`` works; a missing peer is
+reported as missing.  Only the standard library is imported at the top: this
+file is each contender's worker too (``--worker``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Dict, List, Optional
+
+HERE = Path(__file__).resolve().parent
+REPO_ROOT = HERE.parent
+MARKS = (1, 10, 100, 300)
+
+#: name -> (data shape, MXNet's Deconvolution parameters, batch-free name)
+LAYERS = {
+    "dcgan 512-256 b32": ((32, 512, 4, 4), dict(kernel=(4, 4), stride=(2, 2), pad=(1, 1),
+                                                num_filter=256)),
+    "dcgan 256-128 b32": ((32, 256, 8, 8), dict(kernel=(4, 4), stride=(2, 2), pad=(1, 1),
+                                                num_filter=128)),
+    "unet 512-256 28x28 b4": ((4, 512, 28, 28), dict(kernel=(2, 2), stride=(2, 2),
+                                                     num_filter=256)),
+    "3-D 64-32 8x16x16 b2": ((2, 64, 8, 16, 16), dict(kernel=(4, 4, 4), stride=(2, 2, 2),
+                                                       pad=(1, 1, 1), num_filter=32)),
+    "1-D 128-64 1024 b8": ((8, 128, 1024), dict(kernel=(16,), stride=(8,), pad=(4,),
+                                                 num_filter=64)),
+    "fcn 2x 21 b8": ((8, 21, 32, 32), dict(kernel=(4, 4), stride=(2, 2), pad=(1, 1),
+                                           num_filter=21)),
+}
+MODES = ("inference", "training")
+
+
+# -- the worker ---------------------------------------------------------------------------
+def _worker(name: str, layer: str, mode: str, calls: int) -> List[float]:
+    import numpy as np
+    shape, params = LAYERS[layer]
+    rng = np.random.default_rng(0)
+    weight_shape = (shape[1], params["num_filter"]) + params["kernel"]
+    x = rng.standard_normal(shape, dtype=np.float32)
+    w = rng.standard_normal(weight_shape, dtype=np.float32) * 0.02
+    b = rng.standard_normal(params["num_filter"], dtype=np.float32) * 0.1
+    training = mode == "training"
+    cumulative, total = [], 0.0
+    if name == "torch":
+        import torch
+        conv = {1: torch.nn.functional.conv_transpose1d, 2: torch.nn.functional.conv_transpose2d,
+                3: torch.nn.functional.conv_transpose3d}[len(shape) - 2]
+        pad = params.get("pad", (0,) * (len(shape) - 2))
+        tx, tw, tb = (torch.from_numpy(a).requires_grad_(training) for a in (x, w, b))
+        for _ in range(calls):
+            start = time.perf_counter()
+            if training:
+                for t in (tx, tw, tb):
+                    t.grad = None
+                y = conv(tx, tw, tb, stride=params["stride"], padding=pad)
+                y.backward(torch.ones_like(y))
+                [t.grad.numpy() for t in (tx, tw, tb)]
+            else:
+                with torch.no_grad():
+                    conv(tx, tw, tb, stride=params["stride"], padding=pad).numpy()
+            total += time.perf_counter() - start
+            cumulative.append(total)
+        return cumulative
+    if name == "mxnet":
+        import mxnet as lib
+    else:
+        import mxdeconv as lib
+    nd, autograd = lib.nd, lib.autograd
+    ax, aw, ab = nd.array(x), nd.array(w), nd.array(b)
+    kwargs = dict(params, no_bias=False)
+    if training:
+        for array in (ax, aw, ab):
+            array.attach_grad()
+    for _ in range(calls):
+        start = time.perf_counter()
+        if training:
+            with autograd.record():
+                y = nd.Deconvolution(ax, aw, ab, **kwargs)
+            y.backward(nd.ones(y.shape))
+            [a.grad.asnumpy() for a in (ax, aw, ab)]
+        else:
+            nd.Deconvolution(ax, aw, ab, **kwargs).asnumpy()
+        total += time.perf_counter() - start
+        cumulative.append(total)
+    return cumulative
+
+
+# -- the driver ---------------------------------------------------------------------------
+def _run(python: str, name: str, layer: str, mode: str, calls: int,
+         env: Dict[str, str]) -> Optional[List[float]]:
+    run = subprocess.run([python, str(Path(__file__).resolve()), "--worker", name, layer, mode,
+                          str(calls)], env=env, capture_output=True, text=True, timeout=1200,
+                         cwd=tempfile.gettempdir())
+    if run.returncode != 0:
+        sys.stderr.write(f"{name} {layer} {mode} failed:\n{run.stderr[-2000:]}\n")
+        return None
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def _contenders(mxnet_python: Path, peers: bool) -> Dict[str, str]:
+    found = {}
+    if not peers:
+        return found
+    if subprocess.run([sys.executable, "-c", "import torch"], capture_output=True).returncode == 0:
+        found["torch"] = sys.executable
+    else:
+        print("PyTorch: missing (pip install torch==2.13.0)")
+    if mxnet_python.exists():
+        found["mxnet"] = str(mxnet_python)
+    else:
+        print(f"MXNet 1.9.1: missing (no {mxnet_python}: run scripts/setup_mxnet_venv.sh)")
+    return found
+
+
+def measure(layers: List[str], modes: List[str], repeats: int, calls: int, threads: int,
+            mxnet_python: Path, peers: bool) -> Dict[str, Dict[str, Dict[str, float]]]:
+    """{layer-mode: {contender: {K: median cumulative seconds}}}."""
+    base = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    base.pop("MXDECONV_CACHE_DIR", None)
+    others = _contenders(mxnet_python, peers)
+    marks = [k for k in MARKS if k <= calls]
+    results: Dict[str, Dict[str, Dict[str, float]]] = {}
+    for layer in layers:
+        for mode in modes:
+            runs: Dict[str, List[List[float]]] = {}
+            for _ in range(repeats):
+                with tempfile.TemporaryDirectory(prefix="mxdeconv-first-") as cache:
+                    env = dict(base, MXDECONV_CACHE_DIR=cache)
+                    order = [("mxdeconv (empty cache)", sys.executable, "mxdeconv", env),
+                             ("mxdeconv (filled cache)", sys.executable, "mxdeconv", env)]
+                    order += [(name, python, name, base) for name, python in others.items()]
+                    for label, python, name, contender_env in order:
+                        times = _run(python, name, layer, mode, calls, contender_env)
+                        if times is not None:
+                            runs.setdefault(label, []).append(times)
+            results[f"{layer} {mode}"] = {
+                label: {str(k): statistics.median(t[k - 1] for t in times) for k in marks}
+                for label, times in runs.items()}
+            print(_row(f"{layer} {mode}", results[f"{layer} {mode}"], marks), flush=True)
+    return results
+
+
+def _row(name: str, contenders: Dict[str, Dict[str, float]], marks: List[int]) -> str:
+    ours = contenders.get("mxdeconv (empty cache)")
+    filled = contenders.get("mxdeconv (filled cache)")
+    peers = {k: v for k, v in contenders.items() if not k.startswith("mxdeconv")}
+    cells = []
+    for k in marks:
+        key = str(k)
+        if ours is None:
+            cells.append("   -")
+            continue
+        text = f"{ours[key] * 1e3:8.1f} ms"
+        if peers:
+            fastest = min(p[key] for p in peers.values())
+            text += f" {fastest / ours[key]:5.2f}x"
+            if filled is not None:
+                text += f" ({fastest / filled[key]:4.2f}x filled)"
+        cells.append(text)
+    return f"{name:34s} " + " | ".join(cells)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--worker", nargs=4, metavar=("NAME", "LAYER", "MODE", "CALLS"))
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--layers", nargs="*", default=list(LAYERS))
+    parser.add_argument("--modes", nargs="*", default=list(MODES))
+    parser.add_argument("--no-peers", action="store_true")
+    parser.add_argument("--mxnet-python", type=Path, default=Path(
+        os.environ.get("MXNET_VENV") or REPO_ROOT / ".venv-mxnet") / "bin" / "python")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    if args.worker:
+        name, layer, mode, calls = args.worker
+        print(json.dumps(_worker(name, layer, mode, int(calls))))
+        return
+    marks = [k for k in MARKS if k <= args.calls]
+    print(f"cumulative time of a new layer's first K calls (K = {marks}), {args.threads} "
+          f"thread(s); the faster peer's time / mxdeconv's (above 1: mxdeconv faster)")
+    results = measure(args.layers, args.modes, args.repeats, args.calls, args.threads,
+                      args.mxnet_python, not args.no_peers)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(dict(threads=args.threads, marks=marks,
+                                             results=results), indent=1))
+
+
+if __name__ == "__main__":
+    main()
