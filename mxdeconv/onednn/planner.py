@@ -1128,7 +1128,10 @@ _unconfirmed: Dict[tuple, Callable[[], Any]] = {}
 #: Keys whose provisional choice was refused, with the (candidate index,
 #: threads) refused: they are chosen with the kernel check from then on.
 _refused: Dict[tuple, set] = {}
-_refused_lock = threading.RLock()  # also held while a provisional choice is confirmed
+_refused_lock = threading.RLock()
+#: One lock per key whose provisional choice is being confirmed: callers of
+#: that key wait for its check, no other layer does.
+_confirming: Dict[tuple, threading.Lock] = {}
 
 
 def _confirm(key: tuple, geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
@@ -1136,11 +1139,18 @@ def _confirm(key: tuple, geom: DeconvGeometry, candidates: Callable[..., Iterabl
              cost: Callable[[Any], float], choice: Choice, plan: Any) -> Optional[Choice]:
     """Run the kernel check on a provisional choice (``plan``: its plan on this
     thread, or None): the choice, now checked, kept and tuned as a first
-    correct candidate is; or None when the check refused it (choose again)."""
+    correct candidate is; or None when the check refused it (choose again).
+    Only callers of the same key wait for the check: no lock that other
+    layers need is held while it runs."""
     with _refused_lock:
         if not choice.provisional or _choices.get(key) is not choice:
             return _choices.get(key)  # another thread confirmed or refused it meanwhile
-        _unconfirmed.pop(key, None)
+        gate = _confirming.setdefault(key, threading.Lock())
+    with gate:
+        with _refused_lock:
+            if not choice.provisional or _choices.get(key) is not choice:
+                return _choices.get(key)  # confirmed or refused while this one waited
+            _unconfirmed.pop(key, None)
         begun = time.perf_counter()
         check = make_check()
         try:
@@ -1150,8 +1160,9 @@ def _confirm(key: tuple, geom: DeconvGeometry, candidates: Callable[..., Iterabl
                 reason = ("its candidate is no longer where it was" if plan is None
                           else check(plan))
         except kernel_check.CheckUnavailable:
-            _unconfirmed[key] = lambda: _confirm(key, geom, candidates, make_check, costs,
-                                                 cost, choice, None)
+            with _refused_lock:
+                _unconfirmed[key] = lambda: _confirm(key, geom, candidates, make_check, costs,
+                                                     cost, choice, None)
             return choice  # no verdict for now: still provisional, its results checked
         except MXNetError as error:
             reason = str(error)
@@ -1362,5 +1373,6 @@ def clear_choices() -> None:
     with _refused_lock:
         _refused.clear()
         _unconfirmed.clear()
+        _confirming.clear()
     with _pending_lock:
         _pending.clear()

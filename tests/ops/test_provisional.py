@@ -375,3 +375,38 @@ def test_no_first_call_returns_a_planted_data_gradient_defect(monkeypatch, provi
                                  weight.astype(np.float64))[0]
     np.testing.assert_allclose(data_grad, want, rtol=1e-4, atol=1e-4)
     assert bool(planted) == (result_check.blind_spot(geom, "backward_data") is None)
+
+
+def test_no_lock_other_layers_need_is_held_while_a_check_runs(monkeypatch, provisional):
+    """One layer's kernel check (its provisional choice confirmed on its second
+    call) blocks; meanwhile another thread plans a new layer to the end."""
+    blocked, release = threading.Event(), threading.Event()
+    real = kernel_check.forward_check
+
+    def slow(geom, *args, **kwargs):
+        check = real(geom, *args, **kwargs)
+
+        def run(plan):
+            if geom.data_shape[0] == 3:  # layer_arrays' batch: the blocked layer
+                blocked.set()
+                release.wait(60)
+            return check(plan)
+        return run
+    monkeypatch.setattr(kernel_check, "forward_check", slow)
+    data, weight, bias = layer_arrays(11)
+    nd.Deconvolution(data, weight, bias, **PARAMS)  # provisional: no check yet
+    confirming = threading.Thread(target=nd.Deconvolution, args=(data, weight, bias),
+                                  kwargs=PARAMS)
+    confirming.start()
+    try:
+        assert blocked.wait(60)
+        other, *_ = layer_arrays(12, batch=2)
+        done = []
+        planner = threading.Thread(target=lambda: done.append(
+            nd.Deconvolution(other, weight, bias, **PARAMS).asnumpy()))
+        planner.start()
+        planner.join(30)
+        assert done, "planning another layer waited for this layer's check"
+    finally:
+        release.set()
+        confirming.join(60)
