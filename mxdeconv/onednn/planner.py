@@ -56,8 +56,8 @@ import threading
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import (Any, Callable, Dict, Generator, Iterable, List, Optional, Sequence,
-                    Tuple, Union)
+from typing import (Any, Callable, Dict, Generator, Iterable, List, NamedTuple, Optional,
+                    Sequence, Tuple, Union)
 
 from . import cpu_load, kernel_check, plan_db, plan_store, result_check
 from ._loader import ops as _ops
@@ -207,6 +207,33 @@ def set_eager_tuning(enabled: bool) -> bool:
     return previous
 
 
+class ForwardKey(NamedTuple):
+    """A forward pass's planner key (equal to, and hashed as, the plain tuple the
+    compiled layer's primitive cache is keyed by)."""
+
+    what: str            # "forward"
+    geom: DeconvGeometry
+    dtype: str
+    training: bool
+    accumulate: bool     # req=add: a sum post-op
+    act_type: Optional[str]
+    threads: int
+    tuning: bool
+
+
+class BackwardKey(NamedTuple):
+    """A backward pass's planner key."""
+
+    what: str            # "backward_weights" or "backward_data"
+    geom: DeconvGeometry
+    dtype: str
+    threads: int
+    tuning: bool
+
+
+PlanKey = Union[ForwardKey, BackwardKey]
+
+
 @dataclass(frozen=True)
 class Unavailable:
     """No oneDNN plan can run this pass; ``reason`` says why."""
@@ -244,7 +271,7 @@ class Choice:
     #: Not yet through the kernel check: each result is checked on sampled
     #: elements until the key's next visit to the planner runs it (_confirm).
     provisional: bool = False
-    key: Optional[tuple] = field(default=None, repr=False)  # the planner key
+    key: Optional["PlanKey"] = field(default=None, repr=False)  # the planner key
     #: Predicted confidently by the shipped plan database: never tuned.
     confident: bool = False
 
@@ -758,12 +785,12 @@ def _rebuild(choice: Choice, candidates: Callable[..., Iterable[Any]]) -> Any:
     return None
 
 
-def _store_key(key: tuple, geom: DeconvGeometry) -> str:
+def _store_key(key: PlanKey, geom: DeconvGeometry) -> str:
     """The on-disk key: library versions, ISA, then the planner key (pass,
     dtype, mode flags, threads) with the geometry spelled out."""
     param = geom.param
     return json.dumps([_ops.onednn_version(), _ops.cpu_isa(), PLANNER_VERSION,
-                       kernel_check.CHECK_VERSION, key[0],
+                       kernel_check.CHECK_VERSION, key.what,
                        [k for k in key[2:] if isinstance(k, (bool, int, str))],
                        list(geom.data_shape), list(param.kernel), list(param.stride),
                        list(param.dilate), list(geom.pad_l), list(geom.pad_r),
@@ -848,7 +875,7 @@ def _untrusted_because(key: str, entry: Dict[str, Any], choice: Choice) -> Optio
     return None
 
 
-def _from_disk(key: tuple, geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
+def _from_disk(key: PlanKey, geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
                check: Callable[[Any], Optional[str]]) -> Tuple[Optional[Choice], Any, bool]:
     """The choice kept on disk, its plan, and whether it was tuned, after
     checking the entry; (None, None, False) when there is none or it does not
@@ -877,7 +904,7 @@ def _from_disk(key: tuple, geom: DeconvGeometry, candidates: Callable[..., Itera
     return choice, plan, entry["tuned"]
 
 
-def _keep(key: tuple, geom: DeconvGeometry, choice: Choice, tuned: bool) -> None:
+def _keep(key: PlanKey, geom: DeconvGeometry, choice: Choice, tuned: bool) -> None:
     """Keep a checked choice on disk, for this machine's later processes: a
     tuned one, or a first correct one (a later process skips its check, and
     tunes it on its calls)."""
@@ -893,14 +920,14 @@ def _keep(key: tuple, geom: DeconvGeometry, choice: Choice, tuned: bool) -> None
 
 
 #: Keys tuned on their later calls, until they settle (see finish_tuning).
-_pending: Dict[tuple, _Tuner] = {}
+_pending: Dict[PlanKey, _Tuner] = {}
 _pending_lock = threading.Lock()
 #: Bumped whenever a tuned choice settles: prepared calls of plans still being
 #: tuned (_exec.Serving) go back to the planner then, and take the new choice.
 settlements = 0
 
 
-def _start_tuning(key: tuple, geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
+def _start_tuning(key: PlanKey, geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
                   check: Callable[[Any], Optional[str]], cost: Callable[[Any], float],
                   costs: "_Costs", first: Choice) -> _Tuner:
     """A tuner for ``key``'s later calls; its result replaces ``first``."""
@@ -929,7 +956,7 @@ def _start_tuning(key: tuple, geom: DeconvGeometry, candidates: Callable[..., It
     return tuner
 
 
-def _predicted_choice(key: tuple, geom: DeconvGeometry,
+def _predicted_choice(key: PlanKey, geom: DeconvGeometry,
                       candidates: Callable[..., Iterable[Any]],
                       check: Callable[[Any], Optional[str]], provisional: bool
                       ) -> Tuple[Optional[Choice], Any]:
@@ -939,12 +966,12 @@ def _predicted_choice(key: tuple, geom: DeconvGeometry,
     disagrees (then the key is chosen as without a database).  Only its
     variant is enumerated: a new process's first call costs no other
     descriptor."""
-    what = key[0]
-    if what == "forward" and (key[4] or key[5] is not None):  # req=add, an activation
+    forward = isinstance(key, ForwardKey)
+    if forward and (key.accumulate or key.act_type is not None):
         return None, None
-    training = bool(key[3]) if what == "forward" else False
     prediction = _database.predict(
-        plan_db.LayerKey(what, key[2], training, len(geom.spatial_in)), geom,
+        plan_db.LayerKey(key.what, key.dtype, forward and key.training, len(geom.spatial_in)),
+        geom,
         _ops.get_num_threads(), _ops.cpu_isa())
     if prediction is None or not prediction.confident:
         return None, None
@@ -972,14 +999,14 @@ def _predicted_choice(key: tuple, geom: DeconvGeometry,
                   confident=True), plan
 
 
-def _first_choice(key: tuple, geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
+def _first_choice(key: PlanKey, geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
                   check: Callable[[Any], Optional[str]], provisional: bool = False
                   ) -> Tuple[Choice, Any]:
     """The first correct candidate on the caller's threads and its plan (kept
     on disk with tuning on: a later process skips the check).  ``provisional``:
     the first candidate that builds, unchecked (see PROVISIONAL_MACS)."""
     threads = _ops.get_num_threads()
-    suspect = _known_suspect(geom) if key[0] == "forward" else None
+    suspect = _known_suspect(geom) if key.what == "forward" else None
     with _refused_lock:
         skip = {index for index, on in _refused.get(key, ()) if on == threads}
     if provisional and not skip:
@@ -998,7 +1025,7 @@ def _first_choice(key: tuple, geom: DeconvGeometry, candidates: Callable[..., It
     return choice, plan
 
 
-def _tuned_now(key: tuple, geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
+def _tuned_now(key: PlanKey, geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
                check: Callable[[Any], Optional[str]], costs: "_Costs",
                cost: Callable[[Any], float], agreed: Iterable[Tuple[int, int]] = ()
                ) -> Tuple[Choice, Any]:
@@ -1012,7 +1039,7 @@ def _tuned_now(key: tuple, geom: DeconvGeometry, candidates: Callable[..., Itera
     return choice, plan
 
 
-def _choose(key: tuple, geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
+def _choose(key: PlanKey, geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
             make_check: Callable[[], kernel_check.Check], costs: "_Costs",
             cost: Callable[[Any], float], provisional: bool = False) -> Tuple[Choice, Any]:
     """A new key's plan: the kept choice, else the first correct candidate
@@ -1021,7 +1048,7 @@ def _choose(key: tuple, geom: DeconvGeometry, candidates: Callable[..., Iterable
     MXDECONV_TUNE=eager, tunes to the end here instead)."""
     start = time.perf_counter()
     check = make_check()
-    what = key[0].replace("_", " ")
+    what = key.what.replace("_", " ")
     try:
         choice, plan, tuned = _from_disk(key, geom, candidates, check) if tuning_on else \
             (None, None, False)
@@ -1067,7 +1094,7 @@ def _same(one: Choice, other: Choice) -> bool:
     return (one.index, one.threads, one.impl) == (other.index, other.threads, other.impl)
 
 
-def _plan(key: tuple, geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
+def _plan(key: PlanKey, geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
           make_check: Callable[[], kernel_check.Check], costs: "_Costs",
           cost: Callable[[Any], float], provisional: bool = False) -> Union[Any, Unavailable]:
     plan = _ops.cache(key)
@@ -1124,17 +1151,17 @@ def provisional(plan: Any) -> bool:
 
 
 #: Provisional choices' confirmations, for finish_tuning (by key).
-_unconfirmed: Dict[tuple, Callable[[], Any]] = {}
+_unconfirmed: Dict[PlanKey, Callable[[], Any]] = {}
 #: Keys whose provisional choice was refused, with the (candidate index,
 #: threads) refused: they are chosen with the kernel check from then on.
-_refused: Dict[tuple, set] = {}
+_refused: Dict[PlanKey, set] = {}
 _refused_lock = threading.RLock()
 #: One lock per key whose provisional choice is being confirmed: callers of
 #: that key wait for its check, no other layer does.
-_confirming: Dict[tuple, threading.Lock] = {}
+_confirming: Dict[PlanKey, threading.Lock] = {}
 
 
-def _confirm(key: tuple, geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
+def _confirm(key: PlanKey, geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
              make_check: Callable[[], kernel_check.Check], costs: "_Costs",
              cost: Callable[[Any], float], choice: Choice, plan: Any) -> Optional[Choice]:
     """Run the kernel check on a provisional choice (``plan``: its plan on this
@@ -1289,8 +1316,8 @@ def forward_plan(geom: DeconvGeometry, dtype: str, training: bool, accumulate: b
     an eltwise post-op where the check can verify it, else by a separate
     eltwise primitive).  An activation is part of the key, in memory and on
     disk (where None adds nothing, so the keys of plans without one stay)."""
-    key = ("forward", geom, dtype, training, accumulate, act_type, _ops.get_num_threads(),
-           tuning_on)
+    key = ForwardKey("forward", geom, dtype, training, accumulate, act_type,
+                     _ops.get_num_threads(), tuning_on)
     fuse = act_type is not None and kernel_check.can_check_fused(act_type, dtype)
     costs = _Costs()
     # Without an activation, the arguments of earlier versions, for wrappers of these.
@@ -1321,7 +1348,8 @@ class BackwardPlans:
 def _training_forward_weights(geom: DeconvGeometry, dtype: str, threads: int) -> Any:
     """The weight layout of this thread's training forward plan for ``geom``
     (without req=add or an activation; None: none planned yet)."""
-    plan = _ops.cache_peek(("forward", geom, dtype, True, False, None, threads, tuning_on))
+    plan = _ops.cache_peek(ForwardKey("forward", geom, dtype, True, False, None, threads,
+                                      tuning_on))
     return None if plan is None or isinstance(plan, Unavailable) else plan.weights
 
 
@@ -1333,7 +1361,7 @@ def backward_plans(geom: DeconvGeometry, dtype: str) -> Union[BackwardPlans, Una
     threads = _ops.get_num_threads()
     weights_costs, data_costs = _Costs(), _Costs()  # each tuner steps its own
     defective = _known_defective(geom, dtype)
-    weights = _plan(("backward_weights", geom, dtype, threads, tuning_on), geom,
+    weights = _plan(BackwardKey("backward_weights", geom, dtype, threads, tuning_on), geom,
                     lambda variant=None: (c for c in _ops.backward_weights_candidates(
                         geom, dtype, **_only(variant)) if not defective(c)),
                     lambda: kernel_check.backward_weights_check(geom, dtype), weights_costs,
@@ -1341,7 +1369,7 @@ def backward_plans(geom: DeconvGeometry, dtype: str) -> Union[BackwardPlans, Una
                     _may_be_provisional(geom, dtype, "backward_weights"))
     if isinstance(weights, Unavailable):
         return weights
-    data = _plan(("backward_data", geom, dtype, threads, tuning_on), geom,
+    data = _plan(BackwardKey("backward_data", geom, dtype, threads, tuning_on), geom,
                  lambda variant=None: _ops.backward_data_candidates(
                      geom, dtype, **_only(variant)),
                  lambda: kernel_check.backward_data_check(geom, dtype), data_costs,

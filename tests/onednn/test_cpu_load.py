@@ -119,7 +119,8 @@ def test_a_choice_tuned_under_load_is_kept_for_this_process_only(eager_tuning, m
     plan = plans.forward_plan(geom, "float32", False, False)
     choice = plan.verdict
     assert choice.how.startswith("tuned")
-    key = ("forward", geom, "float32", False, False, None, mxdeconv.get_num_threads(), True)
+    key = plans.ForwardKey("forward", geom, "float32", False, False, None,
+                           mxdeconv.get_num_threads(), True)
     entry = plans._store.get(plans._store_key(key, geom))
     assert entry is not None and entry["index"] == choice.index
     if taken:

@@ -255,7 +255,8 @@ def test_the_first_choice_stays_unless_another_wins_by_a_margin():
 
 def test_kept_choices_are_keyed_by_the_planner_version():
     geom, *_ = _layer("grouped_adj")
-    key = plans._store_key(("forward", geom, "float32", False, False, None, 2, True), geom)
+    key = plans._store_key(plans.ForwardKey("forward", geom, "float32", False, False, None, 2,
+                                            True), geom)
     assert f',{plans.PLANNER_VERSION},{kernel_check.CHECK_VERSION},"forward"' in key
 
 

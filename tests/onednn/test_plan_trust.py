@@ -65,7 +65,8 @@ def planted(monkeypatch):
 
 
 def _key():
-    return ("forward", GEOM, "float32", False, False, None, _ops.get_num_threads(), True)
+    return plans.ForwardKey("forward", GEOM, "float32", False, False, None, _ops.get_num_threads(),
+                            True)
 
 
 def _forged_entry(real, verdict=True):

@@ -162,7 +162,8 @@ def test_planner_and_prepared_call_keys_hold_the_activation():
     geom = infer_geometry(parse_params(kwargs), x.shape)
     assert (plans.forward_plan(geom, "float32", False, False, "relu")
             is not plans.forward_plan(geom, "float32", False, False, "sigmoid"))
-    keys = [plans._store_key(("forward", geom, "float32", False, False, act, 2, True), geom)
+    keys = [plans._store_key(plans.ForwardKey("forward", geom, "float32", False, False, act, 2,
+                                              True), geom)
             for act in (None, "relu", "sigmoid")]
     assert len(set(keys)) == 3 and "relu" in keys[1] and "sigmoid" in keys[2]
 
