@@ -37,9 +37,7 @@ SHIPPED = Path(__file__).with_name("plan_db.json")
 #: How many nearest records must agree for a confident prediction, and how far
 #: (in feature units: about one doubling of one size) the farthest may be.
 NEIGHBOURS, CONFIDENT_DISTANCE = 3, 1.5
-#: Kernel families in the order of the ISAs oneDNN dispatches to: a CPU uses
-#: the records of the highest family it can run (fp32 kernels of the AVX-512
-#: families are the same ``avx512_core`` ones).
+#: Kernel families in the order of the ISAs oneDNN dispatches to (see _family).
 ISA_ORDER = ("sse41", "avx", "avx2", "avx2_vnni", "avx2_vnni_2", "avx512_core",
              "avx512_core_vnni", "avx512_core_bf16", "avx512_core_fp16", "avx512_core_amx",
              "avx512_core_amx_fp16")
@@ -100,13 +98,20 @@ class _Record:
 
 
 def _family(isa: str, families: Sequence[str]) -> Optional[str]:
-    """The highest recorded kernel family this CPU (``isa``) can run."""
+    """The recorded kernel family closest to this CPU's (``isa``): the highest
+    one it can run, else the lowest above it (float32 runs the same
+    ``avx512_core`` kernels on every AVX-512 family; a predicted kernel this
+    CPU lacks is simply not offered, and the layer is planned as without a
+    database)."""
     rank = {name: i for i, name in enumerate(ISA_ORDER)}
     mine = rank.get(isa)
     if mine is None:
         return isa if isa in families else None
-    usable = [f for f in families if rank.get(f, len(ISA_ORDER)) <= mine]
-    return max(usable, key=lambda f: rank[f]) if usable else None
+    known = [f for f in families if f in rank]
+    below = [f for f in known if rank[f] <= mine]
+    if below:
+        return max(below, key=lambda f: rank[f])
+    return min(known, key=lambda f: rank[f]) if known else None
 
 
 def _choice_of(value: Any) -> Optional[Choice]:

@@ -185,10 +185,11 @@ def test_neighbours_that_agree_predict_confidently(tmp_path):
 @pytest.mark.parametrize("isa, families, expected", [
     ("avx512_core_amx", ["avx2", "avx512_core"], "avx512_core"),
     ("avx512_core_bf16", ["avx2", "avx512_core_amx"], "avx2"),
-    ("avx2", ["avx512_core"], None),
+    ("avx512_core_bf16", ["avx512_core_amx"], "avx512_core_amx"),
+    ("avx2", ["avx512_core", "avx512_core_amx"], "avx512_core"),
     ("sse41", ["sse41", "avx2"], "sse41"),
     ("unknown_isa", ["avx2"], None)])
-def test_a_cpu_uses_the_highest_family_it_can_run(isa, families, expected):
+def test_a_cpu_uses_the_closest_recorded_family(isa, families, expected):
     assert plan_db._family(isa, families) == expected
 
 
