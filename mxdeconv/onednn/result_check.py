@@ -129,7 +129,8 @@ def blind_spot(geom: DeconvGeometry, what: str) -> Optional[str]:
     if batch > MAX_POSITIONS:
         return f"a batch of {batch} images is more than the sample's {MAX_POSITIONS}"
     if what == "forward":
-        borders = len(_edge_positions(geom.spatial_out, param.stride))
+        borders = math.prod(len(_edge_coordinates(n, s))
+                            for n, s in zip(geom.spatial_out, param.stride))
         if borders > MAX_POSITIONS:
             return (f"{borders} border positions (each output phase at both borders) are "
                     f"more than the sample's {MAX_POSITIONS}")
