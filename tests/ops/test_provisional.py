@@ -410,3 +410,37 @@ def test_no_lock_other_layers_need_is_held_while_a_check_runs(monkeypatch, provi
     finally:
         release.set()
         confirming.join(60)
+
+
+def _model_layers():
+    import importlib.util
+    from helpers import DATA
+    spec = importlib.util.spec_from_file_location("model_layers", DATA / "model_layers.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("name", [layer["name"] for layer in _model_layers().LAYERS])
+def test_every_model_layers_first_calls_agree_with_the_reference(provisional, name):
+    """Every layer of tests/data/model_layers.py, each of its first calls
+    provisional wherever the sample sees every defect (the threshold at 0):
+    the first forward and the first backward return what the float64 NumPy
+    path computes (under every kernel family: test_kernel_families reruns it)."""
+    ml = _model_layers()
+    layer = next(entry for entry in ml.LAYERS if entry["name"] == name)
+    kwargs, arrays = ml.mxnet_kwargs(layer), ml.make_inputs(layer)
+    data, weight, bias, out_grad = (arrays[k] for k in ("data", "weight", "bias", "out_grad"))
+    geom = infer_geometry(parse_params(dict(kwargs)), data.shape)
+    as64 = [a.astype(np.float64) for a in (data, weight, bias, out_grad)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", KernelDefectWarning)  # a refused plan is fine
+        out = nd.Deconvolution(data, weight, bias, **kwargs).asnumpy()
+        grads = [g.asnumpy() for g in nd.Deconvolution_backward(out_grad, data, weight, bias,
+                                                                  **kwargs)]
+    np.testing.assert_allclose(out, deconv_numpy.forward(geom, *as64[:3]), rtol=1e-4,
+                               atol=1e-4)
+    want = deconv_numpy.backward(geom, as64[3], as64[0], as64[1])
+    for got, expected in zip(grads, want):
+        scale = max(1.0, float(np.abs(expected).max()))
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4 * scale)
