@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 from .ops.activation import Activation, LeakyReLU
+from .ops.batchnorm import BatchNorm
 from .ndarray import random
 from .ops.deconvolution import Deconvolution, Deconvolution_backward
 from .ndarray.ndarray import (
@@ -41,7 +42,7 @@ from .ndarray.unary import (
     trunc)
 from .io.ndarray_file import load, load_frombuffer, save
 
-__all__ = ["Activation", "Deconvolution", "Deconvolution_backward", "NDArray", "array",
+__all__ = ["Activation", "BatchNorm", "Deconvolution", "Deconvolution_backward", "NDArray", "array",
            "empty", "from_dlpack", "load", "load_frombuffer", "ones", "save",
            "to_dlpack_for_read", "to_dlpack_for_write", "zeros",
            # NDArray basics
