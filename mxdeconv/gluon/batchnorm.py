@@ -57,8 +57,8 @@ class BatchNorm(HybridBlock):
         axis = int_arg("axis", axis)
         momentum = _real_arg("momentum", momentum)
         epsilon = _real_arg("epsilon", epsilon)
-        if epsilon <= 0:
-            raise MXNetError(f"epsilon must be > 0, got epsilon={epsilon!r}")
+        if epsilon < 0:
+            raise MXNetError(f"epsilon must be >= 0, got epsilon={epsilon!r}")
         center, scale = _bool_arg("center", center), _bool_arg("scale", scale)
         use_global_stats = _bool_arg("use_global_stats", use_global_stats)
         in_channels = _int_arg("in_channels", in_channels)

@@ -86,6 +86,22 @@ class Block:
     :class:`Block` or a :class:`~mxdeconv.gluon.Parameter` to an attribute
     registers it (a child, saved as ``<attribute>.<name>``; a parameter, saved
     as ``<attribute>``), as in MXNet.  Subclasses define :meth:`forward`.
+
+    >>> from mxdeconv import nd
+    >>> from mxdeconv.gluon import nn
+    >>> class Twice(nn.Block):
+    ...     def __init__(self, **kwargs):
+    ...         super().__init__(**kwargs)
+    ...         with self.name_scope():
+    ...             self.up = nn.Conv1DTranspose(1, 2, strides=2, in_channels=1)
+    ...     def forward(self, x):
+    ...         return self.up(x) * 2
+    >>> block = Twice(prefix="twice_")
+    >>> block.initialize("ones")
+    >>> block(nd.ones((1, 1, 2))).asnumpy()
+    array([[[2., 2., 2., 2.]]], dtype=float32)
+    >>> list(block.collect_params())
+    ['twice_conv0_weight', 'twice_conv0_bias']
     """
 
     prefix: str

@@ -211,7 +211,7 @@ class NDArrayMethods:
         :func:`mxdeconv.nd.argmax`, indices as floats in the array's dtype).
 
         >>> from mxdeconv import nd
-        >>> nd.array([[1, 5], [3, 4]]).argmax(axis=1).asnumpy()
+        >>> nd.array([[1, 5], [4, 3]]).argmax(axis=1).asnumpy()
         array([1., 0.], dtype=float32)
         """
         from .reductions import argmax  # that module builds on NDArray

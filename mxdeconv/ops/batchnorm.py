@@ -104,6 +104,16 @@ def BatchNorm(data: Any, gamma: NDArray, beta: NDArray, moving_mean: NDArray,
             and quantisation settings).
         out: an NDArray of ``data``'s shape and dtype to write the result into.
         name: accepted and ignored.
+
+    >>> from mxdeconv import autograd, nd
+    >>> x = nd.array([[0.0, 10.0], [2.0, 30.0]])
+    >>> gamma, beta = nd.array([1.0, 2.0]), nd.array([0.0, 1.0])
+    >>> mean, var = nd.zeros((2,)), nd.ones((2,))
+    >>> with autograd.record():                       # training: batch statistics
+    ...     y = nd.BatchNorm(x, gamma, beta, mean, var, fix_gamma=False)
+    >>> y.asnumpy().round(3)
+    array([[-1., -1.],
+           [ 1.,  3.]], dtype=float32)
     """
     check_name("BatchNorm", name)
     eps = real_arg("BatchNorm: eps", eps)
@@ -114,8 +124,8 @@ def BatchNorm(data: Any, gamma: NDArray, beta: NDArray, moving_mean: NDArray,
         raise MXNetError("BatchNorm: output_mean_var=True (the batch statistics as extra "
                          "outputs) is not supported; it must be False")
     bool_arg("BatchNorm: cudnn_off", cudnn_off)
-    if eps <= 0:
-        raise MXNetError(f"BatchNorm: eps must be > 0, got eps={eps!r}")
+    if eps < 0:  # 0 is allowed, as in MXNet (a constant channel then divides by 0)
+        raise MXNetError(f"BatchNorm: eps must be >= 0, got eps={eps!r}")
     arr, (gamma, beta, moving_mean, moving_var), axis = _checked(
         data, gamma, beta, moving_mean, moving_var, axis)
     x = arr._plain().astype(np.float64)

@@ -104,8 +104,8 @@ def test_deferred_channels_and_errors() -> None:
                         "use_global_stats=False, in_channels=5)")
     with pytest.raises(TypeError, match="momentum must be a real number"):
         nn.BatchNorm(momentum="0.9")
-    with pytest.raises(MXNetError, match="epsilon must be > 0"):
-        nn.BatchNorm(epsilon=0)
+    with pytest.raises(MXNetError, match="epsilon must be >= 0"):
+        nn.BatchNorm(epsilon=-1e-5)
     with pytest.raises(MXNetError, match="gamma must have shape \\(3,\\)"):
         nd.BatchNorm(nd.ones((2, 3)), nd.ones((2,)), nd.zeros((3,)), nd.zeros((3,)),
                      nd.ones((3,)))
