@@ -16,9 +16,10 @@ its oneDNN twin, checked against MXNet itself by
 * ``fix_gamma=True`` (the operator's default; Gluon passes ``not scale``)
   computes with ``gamma = 1`` and gives gamma a zero gradient.
 
-Statistics and gradients are computed in float64 on the default layout and
-rounded once to the data's dtype; the moving statistics are updated in their
-own dtype, as MXNet's float kernels do.
+Per-channel statistics and sums accumulate in float64; the elementwise passes
+run in the data's precision (float32 for 16-bit floats), on the default
+layout; the moving statistics are updated in their own dtype, as MXNet's float
+kernels do.
 
 >>> from mxdeconv import nd
 >>> x = nd.array([[1.0, 2.0], [3.0, 6.0]])
@@ -36,6 +37,7 @@ import numpy as np
 
 from mxdeconv.autograd import tape
 from mxdeconv._core.args import bool_arg, int_arg, real_arg
+from mxdeconv._core.buffers import aligned_empty
 from mxdeconv._core.errors import MXNetError
 from mxdeconv.ndarray.gradients import deliver
 from mxdeconv.ndarray.ndarray import NDArray, as_ndarray
@@ -50,6 +52,15 @@ def _channel_view(values: np.ndarray, axis: int, ndim: int) -> np.ndarray:
     shape = [1] * ndim
     shape[axis] = -1
     return values.reshape(shape)
+
+
+def _compute_values(arr: NDArray) -> np.ndarray:
+    """The data's values in the precision the arithmetic runs in: float64 stays
+    float64, every other float (float32, float16, bfloat16) computes in float32;
+    statistics accumulate in float64 either way."""
+    values = arr._plain()
+    return values.astype(np.float64 if values.dtype == np.float64 else np.float32,
+                         copy=False)
 
 
 def _checked(data: Any, gamma: Any, beta: Any, moving_mean: Any, moving_var: Any,
@@ -128,27 +139,36 @@ def BatchNorm(data: Any, gamma: NDArray, beta: NDArray, moving_mean: NDArray,
         raise MXNetError(f"BatchNorm: eps must be >= 0, got eps={eps!r}")
     arr, (gamma, beta, moving_mean, moving_var), axis = _checked(
         data, gamma, beta, moving_mean, moving_var, axis)
-    x = arr._plain().astype(np.float64)
-    reduce_axes = tuple(i for i in range(x.ndim) if i != axis)
+    x = _compute_values(arr)
+    ndim, reduce_axes = x.ndim, tuple(i for i in range(x.ndim) if i != axis)
     batch_stats = tape.is_training() and not use_global_stats
     if batch_stats:
-        mean = x.mean(axis=reduce_axes) if x.size else np.zeros(x.shape[axis])
-        var = np.square(x - _channel_view(mean, axis, x.ndim)).mean(axis=reduce_axes) \
-            if x.size else np.zeros(x.shape[axis])
+        # float64 accumulation (NumPy casts chunk by chunk: no float64 copy of x)
+        mean = (x.sum(axis=reduce_axes, dtype=np.float64) / max(x.size // x.shape[axis], 1)
+                if x.size else np.zeros(x.shape[axis]))
+        centred = x - _channel_view(mean.astype(x.dtype), axis, ndim)
+        var = (np.square(centred, out=centred).sum(axis=reduce_axes, dtype=np.float64)
+               / max(x.size // x.shape[axis], 1) if x.size else np.zeros(x.shape[axis]))
     else:
         mean = moving_mean._plain().astype(np.float64)
         var = moving_var._plain().astype(np.float64)
     invstd = 1.0 / np.sqrt(var + eps)
     scale = np.ones_like(invstd) if fix_gamma else gamma._plain().astype(np.float64)
-    xhat = (x - _channel_view(mean, axis, x.ndim)) * _channel_view(invstd, axis, x.ndim)
-    y = xhat * _channel_view(scale, axis, x.ndim) + _channel_view(
-        beta._plain().astype(np.float64), axis, x.ndim)
+    # y = (x - mean) * (gamma * invstd) + beta in the data's precision; centred
+    # first, as MXNet, since x * a - mean * a would lose the digits of x - mean.
+    a = scale * invstd
+    # Written straight into the result's (aligned) buffer when no cast follows.
+    y = aligned_empty(x.shape, x.dtype) if x.dtype == arr.dtype else None
+    y = np.subtract(x, _channel_view(mean.astype(x.dtype), axis, ndim), out=y)
+    y *= _channel_view(a.astype(x.dtype), axis, ndim)
+    y += _channel_view(beta._plain().astype(x.dtype), axis, ndim)
+    result_values = NDArray(y) if x.dtype == arr.dtype else wrap(y, arr.dtype)
     attrs: Dict[str, Any] = {
         "axis": axis, "fix_gamma": fix_gamma, "batch_stats": batch_stats, "mean": mean,
         "invstd": invstd, "momentum": momentum, "moving_mean": moving_mean,
         "moving_var": moving_var, "var": var}
     inputs = (arr, gamma, beta)
-    result = tape.record_op("BatchNorm", wrap(y, arr.dtype), inputs, attrs)
+    result = tape.record_op("BatchNorm", result_values, inputs, attrs)
     return into("BatchNorm", result, out, inputs)
 
 
@@ -166,25 +186,30 @@ def _update_moving(target: NDArray, batch: np.ndarray, momentum: float) -> None:
 def _batchnorm_backward(out_grad: Any, inputs: Any, attrs: Dict[str, Any], reqs: Any,
                         targets: Any) -> tuple:
     arr, gamma, beta = inputs
-    axis, invstd = attrs["axis"], attrs["invstd"]
-    x = arr._plain().astype(np.float64)
-    dy = out_grad._plain().astype(np.float64)
+    axis, invstd, mean = attrs["axis"], attrs["invstd"], attrs["mean"]
+    x = _compute_values(arr)
+    dy = out_grad._plain().astype(x.dtype, copy=False)
     ndim = x.ndim
     reduce_axes = tuple(i for i in range(ndim) if i != axis)
-    xhat = (x - _channel_view(attrs["mean"], axis, ndim)) * _channel_view(invstd, axis, ndim)
-    dbeta = dy.sum(axis=reduce_axes)
-    dgamma = (dy * xhat).sum(axis=reduce_axes)
+    centred = x - _channel_view(mean.astype(x.dtype), axis, ndim)
+    dbeta = dy.sum(axis=reduce_axes, dtype=np.float64)
+    dgamma = (dy * centred).sum(axis=reduce_axes, dtype=np.float64) * invstd
     scale = np.ones_like(invstd) if attrs["fix_gamma"] else gamma._plain().astype(np.float64)
     if attrs["batch_stats"]:
         count = max(x.size // max(x.shape[axis], 1), 1)
-        dx = (_channel_view(scale * invstd / count, axis, ndim)
-              * (count * dy - _channel_view(dbeta, axis, ndim)
-                 - xhat * _channel_view(dgamma, axis, ndim)))
+        # dx = scale * invstd * (dy - mean(dy) - xhat * mean(dy * xhat)), in
+        # MXNet's order (dy - mean(dy) first: no digits lost to a large mean).
+        c1 = scale * invstd
+        c2 = -c1 * invstd * dgamma / count
+        dx = np.subtract(dy, _channel_view((dbeta / count).astype(x.dtype), axis, ndim))
+        dx *= _channel_view(c1.astype(x.dtype), axis, ndim)
+        centred *= _channel_view(c2.astype(x.dtype), axis, ndim)
+        dx += centred
         # MXNet's CPU kernels update the moving statistics here, in backward.
-        _update_moving(attrs["moving_mean"], attrs["mean"], attrs["momentum"])
+        _update_moving(attrs["moving_mean"], mean, attrs["momentum"])
         _update_moving(attrs["moving_var"], attrs["var"], attrs["momentum"])
     else:
-        dx = dy * _channel_view(scale * invstd, axis, ndim)
+        dx = np.multiply(dy, _channel_view((scale * invstd).astype(x.dtype), axis, ndim))
     if attrs["fix_gamma"]:
         dgamma = np.zeros_like(dgamma)
     grads = (dx, dgamma, dbeta)
