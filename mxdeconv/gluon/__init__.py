@@ -43,8 +43,9 @@ from mxdeconv.initializer import (Constant, Initializer, MSRAPrelu, Mixed, Norma
 from .parameter import Parameter, ParameterDict
 from .block import Block, HybridBlock, HybridSequential, Sequential
 from .layers import Conv1DTranspose, Conv2DTranspose, Conv3DTranspose
-# MXNet's gluon.nn: every layer (the ones above, BatchNorm, Activation, ...).
-from . import nn
+# MXNet's gluon.nn: every layer (the ones above, BatchNorm, Activation, ...);
+# gluon.contrib.nn.Identity, where MXNet 1.9.1 keeps it.
+from . import contrib, nn
 # Training: MXNet's gluon.Trainer and gluon.loss, with mx.optimizer and
 # mx.lr_scheduler (also reachable as mxdeconv.optimizer and mxdeconv.lr_scheduler).
 from . import loss, lr_scheduler, optimizer
@@ -53,7 +54,7 @@ from .trainer import Trainer
 __all__ = ["Block", "Constant", "Conv1DTranspose", "Conv2DTranspose", "Conv3DTranspose",
            "HybridBlock", "HybridSequential", "Initializer", "MSRAPrelu", "Mixed", "Normal",
            "One", "Parameter", "ParameterDict", "Sequential", "Trainer", "Uniform", "Xavier",
-           "Zero", "loss", "lr_scheduler", "nn", "optimizer"]
+           "Zero", "contrib", "loss", "lr_scheduler", "nn", "optimizer"]
 
 # Still mxdeconv.gluon.X in reprs, error messages (tests/test_gluon_errors.py) and
 # pickles, as before the split into modules.  doctest then finds the class docstrings

@@ -243,7 +243,15 @@ class Dropout(HybridBlock):
 
 
 class Identity(HybridBlock):
-    """Returns its input (MXNet's ``nn.Identity``, for skip connections)."""
+    """Returns its input, for skip connections.  MXNet 1.9.1 has it in
+    ``gluon.contrib.nn`` (also :mod:`mxdeconv.gluon.contrib.nn`); it is in
+    ``nn`` here too, as in MXNet 2.
+
+    >>> from mxdeconv import nd
+    >>> from mxdeconv.gluon import nn
+    >>> nn.Identity()(nd.ones((2,))).asnumpy()
+    array([1., 1.], dtype=float32)
+    """
 
     def hybrid_forward(self, F: Any, x: Any) -> Any:
         return x

@@ -153,6 +153,24 @@ class Block:
             name = str(len(self._children))
         self._children[name] = block
 
+    def apply(self, fn: Any) -> "Block":
+        """Call ``fn(block)`` on every child (recursively), then on this block;
+        returns this block (MXNet's ``Block.apply``).
+
+        >>> from mxdeconv.gluon import nn
+        >>> net = nn.HybridSequential()
+        >>> net.add(nn.Activation("relu"), nn.Dropout(0.1))
+        >>> seen = []
+        >>> net.apply(lambda block: seen.append(type(block).__name__)) is net, seen
+        (True, ['Activation', 'Dropout', 'HybridSequential'])
+        """
+        if not callable(fn):
+            raise _type_error("fn", "a function of a block", fn)
+        for child in self._children.values():
+            child.apply(fn)
+        fn(self)
+        return self
+
     @contextlib.contextmanager
     def name_scope(self) -> Iterator[None]:
         """Blocks created inside get this block's prefix (MXNet's ``name_scope``)."""

@@ -207,3 +207,15 @@ def test_running_statistics_are_not_trained() -> None:
     assert net[1].running_mean.grad_req == "null"
     net[1].running_mean.grad_req = "write"  # not differentiable: stays 'null' (MXNet)
     assert net[1].running_mean.grad_req == "null"
+
+
+def test_apply_and_contrib_identity() -> None:
+    from mxdeconv.gluon.contrib.nn import Identity
+    assert Identity is nn.Identity
+    net = nn.HybridSequential()
+    net.add(nn.Conv2DTranspose(2, 3, in_channels=1), Identity())
+    seen = []
+    assert net.apply(lambda block: seen.append(block.prefix)) is net
+    assert seen == [net[0].prefix, net[1].prefix, net.prefix]
+    with pytest.raises(TypeError, match="fn must be"):
+        net.apply(3)
