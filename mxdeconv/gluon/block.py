@@ -429,6 +429,8 @@ class Sequential(Block):
 
     def __init__(self, prefix: Optional[str] = None, params: Any = None) -> None:
         super().__init__(prefix, params)
+        # Folded Deconvolution + BatchNorm pairs (mxdeconv.gluon.folding), by layer.
+        self._folded: Dict[int, Tuple[Any, ...]] = {}
 
     def add(self, *blocks: Block) -> None:
         """Append ``blocks`` (layers or containers), all checked first."""
@@ -440,9 +442,21 @@ class Sequential(Block):
 
     def forward(self, x: Any, *args: Any) -> Any:
         """Each block on the previous one's output (MXNet's: a tuple output
-        feeds its first item as ``x`` and the rest as more arguments)."""
-        for block in self._children.values():
-            x = block(x, *args)
+        feeds its first item as ``x`` and the rest as more arguments).  With
+        :mod:`mxdeconv.gluon.folding` turned on, in inference a transposed
+        convolution followed by ``BatchNorm`` runs as one Deconvolution."""
+        from .folding import foldable, folded_forward  # folding builds on the layers
+        children = list(self._children.values())
+        index = 0
+        while index < len(children):
+            block = children[index]
+            if (not args and index + 1 < len(children) and isinstance(x, NDArray)
+                    and foldable(block, children[index + 1])):
+                x = folded_forward(block, children[index + 1], x, self._folded)
+                index += 2
+            else:
+                x = block(x, *args)
+                index += 1
             args = ()
             if isinstance(x, (tuple, list)):
                 args = tuple(x[1:])
