@@ -219,3 +219,26 @@ def test_apply_and_contrib_identity() -> None:
     assert seen == [net[0].prefix, net[1].prefix, net.prefix]
     with pytest.raises(TypeError, match="fn must be"):
         net.apply(3)
+
+
+@pytest.mark.parametrize("call, error, words", [
+    (lambda: nd.tile(nd.ones((2,)), "2"), TypeError, "tile: reps"),
+    (lambda: nd.tile(nd.ones((2,)), (0,)), MXNetError, "reps=\\(0,\\)"),
+    (lambda: nd.one_hot(nd.ones((2,)), -1), MXNetError, "depth=-1"),
+    (lambda: nd.one_hot(nd.ones((2,)), 2, on_value="x"), TypeError, "on_value"),
+    (lambda: nd.BatchNorm(nd.ones((2, 3)), nd.ones((3,)), nd.zeros((3,)), nd.zeros((3,)),
+                          nd.ones((3,)), axis=2), MXNetError, "axis=2"),
+    (lambda: nd.BatchNorm(nd.ones((2, 3)), nd.ones((3,)), nd.zeros((3,)), nd.zeros((3,)),
+                          nd.ones((3,)), eps=-1.0), MXNetError, "eps=-1.0"),
+    (lambda: gluon.ParameterDict("p_").get(3), TypeError, "name must be a string"),
+    (lambda: gluon.ParameterDict(prefix=3), TypeError, "prefix must be a string"),
+    (lambda: nn.Dropout(0.5, axes="x"), TypeError, "axes"),
+    (lambda: nn.Activation(3), TypeError, "activation must be one of"),
+    (lambda: nn.BatchNorm(axis="1"), TypeError, "axis must be an int"),
+    (lambda: nn.HybridBlock().export("x"), MXNetError, "save_parameters"),
+    (lambda: nn.Block().register_child(3), TypeError, "block must be"),
+    (lambda: gluon.Parameter("w", differentiable="no"), TypeError, "differentiable"),
+])
+def test_new_errors_name_the_argument(call, error, words) -> None:
+    with pytest.raises(error, match=words):
+        call()
