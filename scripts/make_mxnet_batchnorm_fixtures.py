@@ -5,7 +5,9 @@ Runs under MXNet's own environment (numpy 1.23.5, see scripts/setup_mxnet_venv.s
 
     .venv-mxnet/bin/python scripts/make_mxnet_batchnorm_fixtures.py
 
-Writes into tests/data/batchnorm/ (a few tens of KB):
+Writes into tests/data/batchnorm/ (a few tens of KB), or into the folder given
+as the first argument (tests/gluon/test_batchnorm.py reruns MXNet so when an
+MXNet venv exists, to check the committed files):
 
 * ``cases.npz``: single layers, each with its inputs and MXNet's results:
   inference with given statistics (2-D, 3-D, 4-D and 5-D data, ``axis=-1``,
@@ -128,6 +130,9 @@ def generator_fixture(rng):
 
 
 def main():
+    global OUT
+    if len(sys.argv) > 1:
+        OUT = sys.argv[1]
     os.makedirs(OUT, exist_ok=True)
     mx.random.seed(SEED)
     rng = np.random.RandomState(SEED)

@@ -12,7 +12,9 @@ same numbers under any NumPy), ``build()`` (the network, initialised) and
 ``train(net, data, workdir)`` (what it computes: losses, outputs...).  Its
 ``INPUTS`` (default ``("x",)``) name the arrays the network is called on.
 
-For each program this writes, beside it:
+For each program this writes, beside it (or into the folder given as the
+first argument: tests/package/test_porting_programs.py reruns MXNet so when an
+MXNet venv exists, to check that the committed files are what MXNet computes):
 
 * ``<name>_init.params``: ``save_parameters`` of the network right after
   ``build()`` and one inference call (which completes deferred shapes), so
@@ -37,13 +39,13 @@ def load_program(path):
     return namespace
 
 
-def record(path):
+def record(path, out):
     program = load_program(path)
     data = program["data"]()
     net = program["build"]()
     inputs = [mx.nd.array(data[key]) for key in program.get("INPUTS", ("x",))]
     net(*inputs)  # inference: completes deferred shapes, changes no statistic
-    base = os.path.splitext(path)[0]
+    base = os.path.join(out, os.path.splitext(os.path.basename(path))[0])
     net.save_parameters(base + "_init.params")
     with tempfile.TemporaryDirectory() as workdir:
         results = program["train"](net, data, workdir)
@@ -53,11 +55,12 @@ def record(path):
 
 
 def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else PROGRAMS
     mx.random.seed(20261205)
     np.random.seed(20261205)
     for name in sorted(os.listdir(PROGRAMS)):
         if name.endswith(".py"):
-            record(os.path.join(PROGRAMS, name))
+            record(os.path.join(PROGRAMS, name), out)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ against NumPy written here:
 from __future__ import annotations
 
 import json
+import subprocess
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -178,3 +179,25 @@ def test_generator_names_and_files_are_mxnets(tmp_path: Path) -> None:
     for key, param in other._structural().items():
         np.testing.assert_array_equal(param.data().asnumpy(),
                                       net._structural()[key].data().asnumpy())
+
+
+@pytest.mark.skipif(helpers.mxnet_python() is None,
+                    reason="no MXNet 1.9.1 venv here (CI has none; the committed fixtures "
+                           "are what it recorded)")
+def test_fixtures_are_what_mxnet_computes(tmp_path: Path) -> None:
+    """Reruns the fixture script under real MXNet 1.9.1 into a temporary folder."""
+    subprocess.run([helpers.mxnet_python(), str(helpers.ROOT / "scripts" /
+                                                 "make_mxnet_batchnorm_fixtures.py"),
+                    str(tmp_path)], check=True, capture_output=True, timeout=600)
+    for name in ("cases.npz", "generator.npz"):
+        now, then = np.load(tmp_path / name), np.load(DATA / name)
+        assert sorted(now.files) == sorted(then.files)
+        for key in then.files:
+            if now[key].dtype.kind in "US":
+                assert str(now[key]) == str(then[key]), key
+            else:
+                np.testing.assert_allclose(now[key], then[key], rtol=1e-6, atol=1e-6,
+                                           err_msg=f"{name}: {key}")
+    for name in ("generator_init.params", "generator_final.params",
+                 "generator_collect.params"):
+        assert (tmp_path / name).read_bytes() == (DATA / name).read_bytes(), name

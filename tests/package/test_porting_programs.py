@@ -14,6 +14,7 @@ and outputs to 1e-4.
 from __future__ import annotations
 
 import re
+import subprocess
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Dict
@@ -26,6 +27,7 @@ from mxdeconv import nd
 import helpers
 
 PROGRAMS = helpers.DATA / "porting" / "programs"
+MXNET_PYTHON = helpers.mxnet_python()
 NAMES = sorted(path.stem for path in PROGRAMS.glob("*.py"))
 START, END = "# --- imports: the only lines a port changes ---\n", "# --- end of imports ---\n"
 
@@ -76,3 +78,25 @@ def test_ported_program_reproduces_mxnet(name: str, impl: str, tmp_path: Path) -
     for key in expected.files:
         np.testing.assert_allclose(results[key], expected[key], rtol=1e-4, atol=1e-4,
                                    err_msg=f"{name}: {key}")
+
+
+@pytest.mark.skipif(MXNET_PYTHON is None,
+                    reason="no MXNet 1.9.1 venv here (CI has none; the committed fixtures "
+                           "are what it recorded)")
+def test_fixtures_are_what_mxnet_computes(tmp_path: Path) -> None:
+    """Reruns every program under real MXNet 1.9.1 into a temporary folder: the
+    committed initial parameters and results must be what it computes now."""
+    subprocess.run([MXNET_PYTHON, str(helpers.ROOT / "scripts" /
+                                               "make_mxnet_porting_programs.py"), str(tmp_path)],
+                   check=True, capture_output=True, timeout=600)
+    for name in NAMES:
+        fresh = nd.load(str(tmp_path / f"{name}_init.params"))
+        kept = nd.load(str(PROGRAMS / f"{name}_init.params"))
+        assert list(fresh) == list(kept)
+        for key in kept:
+            np.testing.assert_array_equal(fresh[key].asnumpy(), kept[key].asnumpy())
+        now, then = np.load(tmp_path / f"{name}.npz"), np.load(PROGRAMS / f"{name}.npz")
+        assert sorted(now.files) == sorted(then.files)
+        for key in then.files:
+            np.testing.assert_allclose(now[key], then[key], rtol=1e-6, atol=1e-6,
+                                       err_msg=f"{name}: {key}")
