@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional
 
-from . import autograd, gluon, nd
+import sys as _sys
+
+from . import autograd, context, gluon, initializer, nd
+from . import initializer as init  # MXNet: mx.init is mx.initializer, the same module
 from .gluon import lr_scheduler, optimizer  # MXNet's mx.lr_scheduler and mx.optimizer
 from ._core import buffers
 from .onednn import planner
@@ -24,10 +27,14 @@ from .ops.registry import last_impl, onednn_enabled, set_onednn_enabled, use_imp
 
 __version__ = "0.1.0"
 
+# `import mxdeconv.init` / `from mxdeconv.init import Normal` find the same module.
+_sys.modules[__name__ + ".init"] = initializer
+
 __all__ = ["Context", "Float16OverflowWarning", "KernelDefectWarning", "MXNetError",
-           "NDArray", "autograd", "cache_info", "buffer_pool_info", "clear_cache", "cpu", "current_context", "deterministic_enabled",
-           "empty_buffer_pool", "explain", "finish_tuning", "gluon", "gpu",
-           "get_num_threads", "is_training", "last_impl", "lr_scheduler", "nd", "onednn_enabled",
+           "NDArray", "autograd", "cache_info", "buffer_pool_info", "clear_cache", "context",
+           "cpu", "current_context", "deterministic_enabled", "empty_buffer_pool", "explain",
+           "finish_tuning", "gluon", "gpu", "get_num_threads", "init", "initializer",
+           "is_training", "last_impl", "lr_scheduler", "nd", "onednn_enabled",
            "optimizer",
            "plan_cache_path", "predict_mode", "random", "reorder_counts", "reset_reorder_counts",
            "runtime_info", "set_buffer_pool_limit", "set_cache_capacity", "set_deterministic", "set_num_threads", "set_onednn_enabled",

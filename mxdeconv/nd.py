@@ -13,13 +13,14 @@
 from __future__ import annotations
 
 from .ops.activation import Activation, LeakyReLU
+from .ops.batchnorm import BatchNorm
 from .ndarray import random
 from .ops.deconvolution import Deconvolution, Deconvolution_backward
 from .ndarray.ndarray import (
     NDArray, array, empty, from_dlpack, ones, to_dlpack_for_read, to_dlpack_for_write, zeros)
 # NDArray basics (mxdeconv.ndarray.functions; nd.random is mxdeconv.ndarray.random).
 from .ndarray.functions import (
-    Cast, arange, cast, concat, full, ones_like, stack, waitall, zeros_like)
+    Cast, arange, cast, concat, full, one_hot, ones_like, stack, waitall, zeros_like)
 # The function forms of NDArray's methods and operators, and their kin.
 from .ndarray.elementwise import (
     add, broadcast_add, broadcast_div, broadcast_equal, broadcast_greater,
@@ -32,23 +33,25 @@ from .ndarray.elementwise import (
 from .ndarray.linalg import dot
 from .ndarray.reductions import argmax, argmin, max, mean, min, norm, pick, prod, sum
 from .ndarray.shaping import (
-    Flatten, broadcast_like, broadcast_to, expand_dims, flatten, reshape, squeeze, transpose)
+    Flatten, broadcast_like, broadcast_to, expand_dims, flatten, reshape, squeeze, tile,
+    transpose)
 from .ndarray.softmax import log_softmax, softmax
 from .ndarray.unary import (
-    abs, ceil, clip, exp, expm1, fix, floor, log, log10, log1p, log2, negative, reciprocal,
-    rint, round, rsqrt, sigmoid, sign, smooth_l1, sqrt, square, tanh, trunc)
+    abs, ceil, clip, cos, exp, expm1, fix, floor, log, log10, log1p, log2, negative,
+    reciprocal, rint, round, rsqrt, sigmoid, sign, sin, smooth_l1, sqrt, square, tan, tanh,
+    trunc)
 from .io.ndarray_file import load, load_frombuffer, save
 
-__all__ = ["Activation", "Deconvolution", "Deconvolution_backward", "NDArray", "array",
+__all__ = ["Activation", "BatchNorm", "Deconvolution", "Deconvolution_backward", "NDArray", "array",
            "empty", "from_dlpack", "load", "load_frombuffer", "ones", "save",
            "to_dlpack_for_read", "to_dlpack_for_write", "zeros",
            # NDArray basics
-           "Cast", "arange", "cast", "concat", "full", "ones_like", "random", "stack", "waitall",
-           "zeros_like",
+           "Cast", "arange", "cast", "concat", "full", "one_hot", "ones_like", "random", "stack",
+           "waitall", "zeros_like",
            # elementwise, one input
-           "LeakyReLU", "abs", "ceil", "clip", "exp", "expm1", "fix", "floor", "log", "log10",
-           "log1p", "log2", "negative", "reciprocal", "relu", "rint", "round", "rsqrt",
-           "sigmoid", "sign", "smooth_l1", "sqrt", "square", "tanh", "trunc",
+           "LeakyReLU", "abs", "ceil", "clip", "cos", "exp", "expm1", "fix", "floor", "log",
+           "log10", "log1p", "log2", "negative", "reciprocal", "relu", "rint", "round", "rsqrt",
+           "sigmoid", "sign", "sin", "smooth_l1", "sqrt", "square", "tan", "tanh", "trunc",
            # elementwise, two or three inputs
            "add", "divide", "equal", "greater", "greater_equal", "lesser", "lesser_equal",
            "maximum", "minimum", "modulo", "multiply", "not_equal", "power", "subtract",
@@ -64,4 +67,4 @@ __all__ = ["Activation", "Deconvolution", "Deconvolution_backward", "NDArray", "
            "prod", "softmax", "sum",
            # shapes
            "Flatten", "broadcast_like", "broadcast_to", "expand_dims", "flatten", "reshape",
-           "squeeze", "transpose"]
+           "squeeze", "tile", "transpose"]

@@ -28,7 +28,7 @@ import make_mxnet_ndarray_fixtures as basics  # noqa: E402
 
 UNARY = ["abs", "sign", "sqrt", "rsqrt", "square", "exp", "expm1", "log", "log1p", "log2",
          "log10", "negative", "reciprocal", "floor", "ceil", "round", "rint", "trunc", "fix",
-         "sigmoid", "tanh", "relu"]
+         "sigmoid", "tanh", "relu", "sin", "cos", "tan"]
 BINARY = ["add", "subtract", "multiply", "divide", "true_divide", "modulo", "power", "maximum",
           "minimum", "equal", "not_equal", "greater", "greater_equal", "lesser", "lesser_equal"]
 BROADCAST = ["add", "plus", "sub", "minus", "mul", "div", "mod", "power", "maximum", "minimum",
@@ -261,6 +261,15 @@ CASES += [
     ("squeeze(axis=-1)", "nd.squeeze(nd.ones((2, 1)), axis=-1).shape"),
     ("squeeze all ones", "nd.squeeze(nd.ones((1, 1))).shape"),
     ("squeeze a long axis", "nd.squeeze(nd.ones((1, 2, 1)), axis=1)"),
+    ("tile", "nd.tile(m, (2, 1))"),
+    ("tile reps=", "nd.tile(m, reps=(2, 2))"),
+    ("tile short reps", "nd.tile(m, (2,))"),
+    ("tile long reps", "nd.tile(nd.array([1, 2]), (2, 1, 2))"),
+    ("tile int32", "nd.tile(k, (2,))"),
+    ("one_hot", "nd.one_hot(nd.array([1, 0, 5, -1]), 3)"),
+    ("one_hot on off", "nd.one_hot(nd.array([1, 2.7]), 4, on_value=5, off_value=-1)"),
+    ("one_hot dtype", "nd.one_hot(nd.array([[0, 1]]), 2, dtype='int32')"),
+    ("one_hot depth 0", "nd.one_hot(nd.array([0, 1]), 0)"),
     ("broadcast_to", "nd.broadcast_to(nd.array([[1, 2, 3]]), shape=(2, 3))"),
     ("broadcast_to 0 keeps", "nd.broadcast_to(nd.array([[1], [2]]), shape=(0, 3))"),
     ("broadcast_to int shape", "nd.broadcast_to(nd.array([1]), shape=3)"),
@@ -358,6 +367,12 @@ GRADIENTS = [
      "+ nd.fix(a)) * a", [[-1.5, 0.5, 2.3]]),
     ("sigmoid", "lambda a: nd.sigmoid(a)", [[-1.0, 0, 2]]),
     ("tanh", "lambda a: nd.tanh(a)", [[-1.0, 0, 2]]),
+    ("sin", "lambda a: nd.sin(a)", [[-1.0, 0, 2]]),
+    ("cos", "lambda a: nd.cos(a)", [[-1.0, 0, 2]]),
+    ("tan", "lambda a: nd.tan(a)", [[-1.0, 0, 0.5]]),
+    ("tile", "lambda a: nd.tile(a, (2, 3)) * nd.arange(12).reshape((2, 6))", [[[1.0, 2]]]),
+    ("tile new axis", "lambda a: nd.tile(a, (3, 1)) * nd.arange(6).reshape((3, 2))",
+     [[1.0, 2]]),
     ("relu", "lambda a: nd.relu(a)", [[-1.0, 0, 2]]),
     ("clip", "lambda a: nd.clip(a, -1, 1)", [[-2.0, -1, 0, 1, 2]]),
     ("smooth_l1", "lambda a: nd.smooth_l1(a)", [[-2.0, -1, -0.5, 0, 0.5, 1, 1.5]]),

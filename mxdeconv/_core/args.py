@@ -5,14 +5,16 @@ integer 0 or 1 (MXNet parses ``keepdims=1``); a number is a real number that
 is not a bool."""
 from __future__ import annotations
 
+import math
 import numbers
-from typing import Any, Sequence, Tuple
+from typing import Any, Optional, Sequence, Tuple
 
 import numpy as np
 
 from .errors import MXNetError
 
-__all__ = ["bool_arg", "choice_arg", "int_arg", "ints_arg", "is_int", "real_arg"]
+__all__ = ["bool_arg", "choice_arg", "finite_real_arg", "int_arg", "ints_arg", "is_int",
+           "option_arg", "real_arg", "type_error"]
 
 
 def is_int(value: Any) -> bool:
@@ -68,4 +70,32 @@ def choice_arg(name: str, value: Any, choices: Sequence[str]) -> str:
     if value not in choices:
         valid = ", ".join(repr(c) for c in choices)
         raise MXNetError(f"{name}: Invalid Input: {value!r}, valid values are: {{{valid}}}")
+    return value
+
+
+# The Gluon forms (layers, parameters, initializers, optimizers): the message
+# names the argument, what it accepts and what it got, in one sentence.
+def type_error(name: str, expected: str, value: Any) -> TypeError:
+    """A TypeError saying ``name must be <expected>, got <value> of type <type>``."""
+    return TypeError(f"{name} must be {expected}, got {value!r} of type {type(value).__name__}")
+
+
+def finite_real_arg(name: str, value: Any, minimum: Optional[float] = None) -> float:
+    """A finite real number (Python's or NumPy's; a bool is not one here), at
+    least ``minimum`` when it is given."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise type_error(name, "a real number", value)
+    value = float(value)
+    if not math.isfinite(value) or (minimum is not None and value < minimum):
+        bound = "" if minimum is None else f" >= {minimum:g}"
+        raise MXNetError(f"{name} must be a finite real number{bound}, got {name}={value!r}")
+    return value
+
+
+def option_arg(name: str, value: Any, choices: Sequence[Optional[str]]) -> Optional[str]:
+    """One of ``choices`` (strings, and None where None is one of them)."""
+    if not (isinstance(value, str) or (value is None and None in choices)):
+        raise type_error(name, f"one of {tuple(choices)}", value)
+    if value not in choices:
+        raise MXNetError(f"{name} must be one of {tuple(choices)}, got {value!r}")
     return value

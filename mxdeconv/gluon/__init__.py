@@ -1,5 +1,9 @@
-"""Gluon-style transposed-convolution layers: ``Conv1DTranspose``, ``Conv2DTranspose``,
-``Conv3DTranspose``, with MXNet 1.9.1 Gluon's constructor arguments.
+"""MXNet 1.9.1's Gluon: the layers of ``gluon.nn`` (:mod:`mxdeconv.gluon.nn`:
+``Conv1DTranspose``, ``Conv2DTranspose``, ``Conv3DTranspose``, ``BatchNorm``,
+``Activation``, ``Sequential``, ``Block`` / ``HybridBlock``...), parameters,
+``Trainer`` and ``loss``.  The transposed convolutions, the containers and the
+initializers are reachable here too (``gluon.Conv2DTranspose``), as before
+``gluon.nn`` existed.
 
 >>> import numpy as np
 >>> from mxdeconv import gluon, nd
@@ -34,25 +38,29 @@ lone layer); :meth:`~_ConvTranspose.load_parameters` also accepts MXNet's
 prefixed names such as ``conv0_weight`` and ``arg:conv0_weight``.
 """
 
-from .initializers import Constant, Initializer, Normal, One, Uniform, Xavier, Zero
+from mxdeconv.initializer import (Constant, Initializer, MSRAPrelu, Mixed, Normal, One, Uniform,
+                                  Xavier, Zero)
 from .parameter import Parameter, ParameterDict
-from .block import HybridSequential, Sequential
+from .block import Block, HybridBlock, HybridSequential, Sequential
 from .layers import Conv1DTranspose, Conv2DTranspose, Conv3DTranspose
+# MXNet's gluon.nn: every layer (the ones above, BatchNorm, Activation, ...);
+# gluon.contrib.nn.Identity, where MXNet 1.9.1 keeps it.
+from . import contrib, nn
 # Training: MXNet's gluon.Trainer and gluon.loss, with mx.optimizer and
 # mx.lr_scheduler (also reachable as mxdeconv.optimizer and mxdeconv.lr_scheduler).
 from . import loss, lr_scheduler, optimizer
 from .trainer import Trainer
 
-__all__ = ["Constant", "Conv1DTranspose", "Conv2DTranspose", "Conv3DTranspose",
-           "HybridSequential", "Initializer", "Normal", "One", "Parameter", "ParameterDict",
-           "Sequential", "Trainer", "Uniform", "Xavier", "Zero", "loss", "lr_scheduler",
-           "optimizer"]
+__all__ = ["Block", "Constant", "Conv1DTranspose", "Conv2DTranspose", "Conv3DTranspose",
+           "HybridBlock", "HybridSequential", "Initializer", "MSRAPrelu", "Mixed", "Normal",
+           "One", "Parameter", "ParameterDict", "Sequential", "Trainer", "Uniform", "Xavier",
+           "Zero", "contrib", "loss", "lr_scheduler", "nn", "optimizer"]
 
 # Still mxdeconv.gluon.X in reprs, error messages (tests/test_gluon_errors.py) and
 # pickles, as before the split into modules.  doctest then finds the class docstrings
 # here; examples in method docstrings need the defining module's __test__.
-for _cls in (Constant, Conv1DTranspose, Conv2DTranspose, Conv3DTranspose, HybridSequential,
-             Initializer, Normal, One, Parameter, ParameterDict, Sequential, Trainer, Uniform,
-             Xavier, Zero):
+# (The initializers are mxdeconv.initializer's, MXNet's mx.init, and stay named so.)
+for _cls in (Block, Conv1DTranspose, Conv2DTranspose, Conv3DTranspose, HybridBlock,
+             HybridSequential, Parameter, ParameterDict, Sequential, Trainer):
     _cls.__module__ = __name__
 del _cls

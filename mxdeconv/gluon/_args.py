@@ -1,13 +1,13 @@
 """Argument checks shared by the Gluon layers, their parameters and initializers."""
 from __future__ import annotations
 
-import math
 import numbers
 import os
 from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from mxdeconv._core.args import finite_real_arg, option_arg, type_error
 from mxdeconv._core.args import is_int as _is_int
 from mxdeconv._core.errors import MXNetError
 from mxdeconv._core.context import Context, context_arg
@@ -23,8 +23,9 @@ from mxdeconv.semantics.attributes import MAX_PARAM, parse_int_text, parse_shape
 # refused where a number, a tuple or a bool is expected (kernel_size="33" is not
 # (3, 3)), except where MXNet's own layer passes the string on to the operator,
 # which parses it (_int_attr, _tuple_attr).
-def _type_error(name: str, expected: str, value: Any) -> TypeError:
-    return TypeError(f"{name} must be {expected}, got {value!r} of type {type(value).__name__}")
+# _type_error, _real_arg and _choice_arg live in mxdeconv._core.args (the
+# initializers, below gluon, check their arguments with them too).
+_type_error = type_error
 
 
 def _int_arg(name: str, value: Any, minimum: int = 0) -> int:
@@ -95,16 +96,7 @@ def _use_bias_arg(value: Any) -> bool:
     return _bool_arg("use_bias", value)
 
 
-def _real_arg(name: str, value: Any, minimum: Optional[float] = None) -> float:
-    """A finite real number (Python's or NumPy's; a bool is not one here), at
-    least ``minimum`` when it is given."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise _type_error(name, "a real number", value)
-    value = float(value)
-    if not math.isfinite(value) or (minimum is not None and value < minimum):
-        bound = "" if minimum is None else f" >= {minimum:g}"
-        raise MXNetError(f"{name} must be a finite real number{bound}, got {name}={value!r}")
-    return value
+_real_arg = finite_real_arg
 
 
 def _bool_arg(name: str, value: Any) -> bool:
@@ -114,13 +106,7 @@ def _bool_arg(name: str, value: Any) -> bool:
     raise _type_error(name, "a bool (True, False, 0 or 1)", value)
 
 
-def _choice_arg(name: str, value: Any, choices: Sequence[Optional[str]]) -> Optional[str]:
-    """One of ``choices`` (strings, and None where None is one of them)."""
-    if not (isinstance(value, str) or (value is None and None in choices)):
-        raise _type_error(name, f"one of {tuple(choices)}", value)
-    if value not in choices:
-        raise MXNetError(f"{name} must be one of {tuple(choices)}, got {value!r}")
-    return value
+_choice_arg = option_arg
 
 
 def _dtype_arg(name: str, value: Any) -> np.dtype:

@@ -1,17 +1,45 @@
-"""MXNet's ``Block`` API: automatic names and ``name_scope()``, what a layer and a
-container share (parameters, initialisation, ``save_parameters`` /
-``load_parameters``), and the containers :class:`Sequential` and
-:class:`HybridSequential`."""
+"""MXNet's ``Block`` API: :class:`Block` and :class:`HybridBlock` (automatic
+names and ``name_scope()``, children and parameters registered by attribute,
+initialisation, ``save_parameters`` / ``load_parameters``), and the containers
+:class:`Sequential` and :class:`HybridSequential`.
+
+Custom blocks are written as in MXNet 1.9.1: children assigned as attributes
+inside ``with self.name_scope():``, parameters made with ``self.params.get``,
+and ``forward(x)`` (a :class:`Block`) or ``hybrid_forward(F, x, **params)`` (a
+:class:`HybridBlock`, ``F`` being :mod:`mxdeconv.nd`, the parameters passed by
+attribute name):
+
+>>> from mxdeconv import gluon, nd
+>>> class Up(gluon.HybridBlock):
+...     def __init__(self, **kwargs):
+...         super().__init__(**kwargs)
+...         with self.name_scope():
+...             self.deconv = gluon.nn.Conv2DTranspose(2, 4, strides=2, padding=1,
+...                                                    in_channels=3)
+...             self.scale = self.params.get("scale", shape=(1,), init="ones")
+...     def hybrid_forward(self, F, x, scale):
+...         return F.broadcast_mul(F.relu(self.deconv(x)), scale)
+>>> net = Up(prefix="up_")
+>>> net.initialize()
+>>> net(nd.ones((1, 3, 4, 4))).shape
+(1, 2, 8, 8)
+>>> list(net.collect_params())
+['up_scale', 'up_conv0_weight', 'up_conv0_bias']
+>>> list(net._structural())                    # save_parameters' names
+['scale', 'deconv.weight', 'deconv.bias']
+"""
 from __future__ import annotations
 
 import contextlib
 import io
 import re
 import threading
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from collections import OrderedDict
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from mxdeconv import nd as _nd
 from mxdeconv.io import ndarray_file
 from mxdeconv._core.errors import MXNetError
 from mxdeconv.ndarray.ndarray import NDArray
@@ -19,11 +47,8 @@ from mxdeconv.ndarray.ndarray import NDArray
 from ._args import (_bool_arg, _choice_arg, _contexts_arg, _dtype_arg, _is_int, _path_arg,
                     _type_error)
 from .files import _open_saved, _unprefixed
-from .initializers import Uniform
-from .parameter import Parameter, ParameterDict
-
-if TYPE_CHECKING:  # for annotations only: .layers imports this module
-    from .layers import _ConvTranspose
+from mxdeconv.initializer import Uniform
+from .parameter import Parameter, ParameterDict, _loaded_dtype
 
 
 _name_counts: Dict[str, int] = {}
@@ -32,33 +57,168 @@ _name_lock = threading.Lock()
 _scopes = threading.local()
 
 
-def _auto_prefix(base: str) -> str:
-    """MXNet's automatic prefix: the block's alias and a per-alias count
-    (every convolution layer's alias is ``conv``: ``conv0_``, ``conv1_``, ...);
-    inside a container's ``name_scope()`` the container's prefix comes first and
-    the count is the scope's own (``hybridsequential0_conv0_``)."""
+def _auto_prefix(base: str, prefix: Optional[str] = None) -> str:
+    """MXNet's block prefix (``_BlockScope.create``): outside any ``name_scope()``
+    the given ``prefix``, else the alias and a per-alias count (``conv0_``,
+    ``conv1_``, ...); inside a block's ``name_scope()`` that block's prefix comes
+    first and the count is the scope's own (``hybridsequential0_conv0_``), and a
+    given prefix is put after it too (as MXNet does)."""
     stack = getattr(_scopes, "stack", None)
     scope_prefix, counts = stack[-1] if stack else ("", _name_counts)
-    with _name_lock:
-        count = counts.get(base, 0)
-        counts[base] = count + 1
-    return f"{scope_prefix}{base}{count}_"
+    if prefix is None:
+        with _name_lock:
+            count = counts.get(base, 0)
+            counts[base] = count + 1
+        prefix = f"{base}{count}_"
+    return scope_prefix + prefix
 
 
-class _Block:
-    """What MXNet's ``Block`` API shares between a layer and :class:`Sequential`:
-    parameters by structural name (``weight``, ``0.weight``), initialisation,
-    ``save_parameters`` / ``load_parameters``.  Subclasses define ``prefix`` and
-    :meth:`_layers_by_key`."""
+def _indent(text: str, spaces: int) -> str:
+    return text.replace("\n", "\n" + " " * spaces)
+
+
+class Block:
+    """MXNet Gluon's ``Block``: the base of every layer and container.
+
+    ``Block(prefix=None, params=None)``: ``prefix`` names the block's
+    parameters (default: the class name in lower case and a count, ``up0_``);
+    sharing parameters through ``params=`` is not supported.  Assigning a
+    :class:`Block` or a :class:`~mxdeconv.gluon.Parameter` to an attribute
+    registers it (a child, saved as ``<attribute>.<name>``; a parameter, saved
+    as ``<attribute>``), as in MXNet.  Subclasses define :meth:`forward`.
+
+    >>> from mxdeconv import nd
+    >>> from mxdeconv.gluon import nn
+    >>> class Twice(nn.Block):
+    ...     def __init__(self, **kwargs):
+    ...         super().__init__(**kwargs)
+    ...         with self.name_scope():
+    ...             self.up = nn.Conv1DTranspose(1, 2, strides=2, in_channels=1)
+    ...     def forward(self, x):
+    ...         return self.up(x) * 2
+    >>> block = Twice(prefix="twice_")
+    >>> block.initialize("ones")
+    >>> block(nd.ones((1, 1, 2))).asnumpy()
+    array([[[2., 2., 2., 2.]]], dtype=float32)
+    >>> list(block.collect_params())
+    ['twice_conv0_weight', 'twice_conv0_bias']
+    """
 
     prefix: str
 
-    def _layers_by_key(self) -> Dict[str, Tuple["_ConvTranspose", Parameter]]:
-        """``{structural name: (the layer that owns it, parameter)}``, in order."""
-        raise NotImplementedError
+    def __init__(self, prefix: Optional[str] = None, params: Any = None) -> None:
+        if params is not None:
+            raise MXNetError(f"sharing parameters through params= is not supported: params "
+                             f"must be None, got {params!r:.80}")
+        if prefix is not None and not isinstance(prefix, str):
+            raise _type_error("prefix", "a string or None", prefix)
+        object.__setattr__(self, "_children", OrderedDict())
+        object.__setattr__(self, "_reg_params", OrderedDict())
+        self.prefix = _auto_prefix(self._alias(), prefix)
+        self._params = ParameterDict(self.prefix)
+        self._scope_counts: Dict[str, int] = {}
+
+    def _alias(self) -> str:
+        """The base of automatic prefixes (MXNet's ``Block._alias``)."""
+        return type(self).__name__.lower()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """Register a child block or a parameter assigned as an attribute."""
+        if isinstance(value, (Block, Parameter)):
+            if "_children" not in self.__dict__:
+                raise MXNetError(f"{type(self).__name__}: call super().__init__() before "
+                                 f"assigning the {type(value).__name__} '{name}'")
+            existing = self.__dict__.get(name)
+            if existing is not None and not isinstance(value, type(existing)) and not \
+                    isinstance(existing, type(value)):
+                raise TypeError(f"Changing attribute type for {name} from {type(existing)} "
+                                f"to {type(value)} is not allowed.")
+            if isinstance(value, Block):
+                self.register_child(value, name)
+            else:
+                self._reg_params[name] = value
+                self._params.setdefault(value.name, value)
+        elif name in self.__dict__.get("_children", {}) or name in self.__dict__.get(
+                "_reg_params", {}):
+            # None (or anything else) replacing a registered child or parameter
+            self._children.pop(name, None)
+            self._reg_params.pop(name, None)
+        object.__setattr__(self, name, value)
+
+    def register_child(self, block: "Block", name: Optional[str] = None) -> None:
+        """Register ``block`` as a child (by attribute name, or its index)."""
+        if not isinstance(block, Block):
+            raise _type_error("block", "a Gluon Block", block)
+        if name is None:
+            name = str(len(self._children))
+        self._children[name] = block
+
+    def apply(self, fn: Any) -> "Block":
+        """Call ``fn(block)`` on every child (recursively), then on this block;
+        returns this block (MXNet's ``Block.apply``).
+
+        >>> from mxdeconv.gluon import nn
+        >>> net = nn.HybridSequential()
+        >>> net.add(nn.Activation("relu"), nn.Dropout(0.1))
+        >>> seen = []
+        >>> net.apply(lambda block: seen.append(type(block).__name__)) is net, seen
+        (True, ['Activation', 'Dropout', 'HybridSequential'])
+        """
+        if not callable(fn):
+            raise _type_error("fn", "a function of a block", fn)
+        for child in self._children.values():
+            child.apply(fn)
+        fn(self)
+        return self
+
+    @contextlib.contextmanager
+    def name_scope(self) -> Iterator[None]:
+        """Blocks created inside get this block's prefix (MXNet's ``name_scope``)."""
+        stack = getattr(_scopes, "stack", None)
+        if stack is None:
+            stack = _scopes.stack = []
+        stack.append((self.prefix, self._scope_counts))
+        try:
+            yield
+        finally:
+            stack.pop()
+
+    def _layers_by_key(self) -> Dict[str, Tuple["Block", Parameter]]:
+        """``{structural name: (the block that owns it, parameter)}``, in order:
+        MXNet's ``_collect_params_with_prefix`` (own parameters by attribute,
+        then each child's under ``<child name>.``)."""
+        owned: Dict[str, Tuple[Block, Parameter]] = {
+            key: (self, param) for key, param in self._reg_params.items()}
+        for child_name, child in self._children.items():
+            for key, item in child._layers_by_key().items():
+                owned[f"{child_name}.{key}"] = item
+        return owned
 
     def _structural(self) -> Dict[str, Parameter]:
         return {key: param for key, (_, param) in self._layers_by_key().items()}
+
+    @staticmethod
+    def _loaded_dtype(param: Parameter, saved: np.dtype, where: str, cast_dtype: bool,
+                      dtype_source: str) -> np.dtype:
+        return _loaded_dtype(param, saved, where, cast_dtype, dtype_source)
+
+    def _check_loaded_shape(self, param: Parameter, shape: Tuple[int, ...], where: str) -> None:
+        if not param._fits(shape):
+            raise MXNetError(f"{where}: shape incompatible expected {param._shape_text()} "
+                             f"vs saved {shape}")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.forward(*args, **kwargs)
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """What the block computes; subclasses define it."""
+        raise NotImplementedError(f"{type(self).__name__} defines no forward")
+
+    def __repr__(self) -> str:
+        children = "\n".join(f"  ({key}): {_indent(repr(block), 2)}"
+                             for key, block in self._children.items())
+        return f"{type(self).__name__}(\n{children}\n)" if children else \
+            f"{type(self).__name__}()"
 
     @property
     def name(self) -> str:
@@ -73,12 +233,22 @@ class _Block:
         except re.error as err:
             raise MXNetError(f"select must be a regular expression, got {select!r}: "
                              f"{err}") from err
-        return ParameterDict((p.name, p) for p in self._structural().values()
-                             if pattern is None or pattern.match(p.name))
+        collected = ParameterDict(self._params.prefix)
+        self._collect_into(collected, pattern)
+        return collected
+
+    def _collect_into(self, collected: ParameterDict, pattern: Any) -> None:
+        for param in list(self._params.values()) + list(self._reg_params.values()):
+            if pattern is None or pattern.match(param.name):
+                collected.setdefault(param.name, param)
+        for child in self._children.values():
+            child._collect_into(collected, pattern)
 
     @property
     def params(self) -> ParameterDict:
-        return self.collect_params()
+        """This block's own parameters (not its children's), by full name;
+        ``params.get(name, **kwargs)`` makes ``prefix + name`` (MXNet's)."""
+        return self._params
 
     def initialize(self, init: Any = None, ctx: Any = None, verbose: bool = False,
                    force_reinit: bool = False) -> None:
@@ -201,7 +371,43 @@ class _Block:
         return matched
 
 
-class Sequential(_Block):
+class HybridBlock(Block):
+    """MXNet Gluon's ``HybridBlock``: :meth:`forward` calls
+    ``hybrid_forward(F, x, *args, **params)`` with ``F`` the :mod:`mxdeconv.nd`
+    module and this block's own parameters (by attribute name) as NDArrays.
+    ``hybridize()`` is accepted; every call runs imperatively (there is no
+    symbolic graph, so ``F`` is always ``nd``).
+
+    >>> from mxdeconv import gluon, nd
+    >>> class Scale(gluon.HybridBlock):
+    ...     def __init__(self, **kwargs):
+    ...         super().__init__(**kwargs)
+    ...         self.alpha = self.params.get("alpha", shape=(1,), init=gluon.Constant(2.0))
+    ...     def hybrid_forward(self, F, x, alpha):
+    ...         return F.broadcast_mul(x, alpha)
+    >>> block = Scale()
+    >>> block.initialize()
+    >>> block.hybridize()
+    >>> block(nd.ones((2,))).asnumpy()
+    array([2., 2.], dtype=float32)
+    """
+
+    def forward(self, x: Any, *args: Any, **kwargs: Any) -> Any:
+        params = {name: param.data() for name, param in self._reg_params.items()}
+        params.update(kwargs)
+        return self.hybrid_forward(_nd, x, *args, **params)
+
+    def hybrid_forward(self, F: Any, x: Any, *args: Any, **kwargs: Any) -> Any:
+        """What the block computes, ``F`` being :mod:`mxdeconv.nd`; subclasses define it."""
+        raise NotImplementedError(f"{type(self).__name__} defines no hybrid_forward")
+
+    def export(self, path: str, epoch: int = 0, remove_amp_cast: bool = True) -> None:
+        raise MXNetError("HybridBlock.export writes a symbolic graph (-symbol.json), which "
+                         "mxdeconv does not have; save the parameters with "
+                         "save_parameters(path) instead")
+
+
+class Sequential(Block):
     """MXNet Gluon's ``nn.Sequential``: layers run one after another, their
     parameters saved and loaded under MXNet's structural names (``0.weight``,
     ``0.bias``, ``1.weight``, ...), so that MXNet's ``net.save_parameters``
@@ -221,71 +427,65 @@ class Sequential(_Block):
     (2, Conv2DTranspose(4 -> 1, kernel_size=(4, 4), stride=(2, 2), padding=(1, 1)))
     """
 
-    _alias = "sequential"
-
     def __init__(self, prefix: Optional[str] = None, params: Any = None) -> None:
-        if params is not None:
-            raise MXNetError(f"sharing parameters through params= is not supported: params "
-                             f"must be None, got {params!r:.80}")
-        if prefix is not None and not isinstance(prefix, str):
-            raise _type_error("prefix", "a string or None", prefix)
-        self.prefix = _auto_prefix(self._alias) if prefix is None else prefix
-        self._children: List[_Block] = []
-        self._scope_counts: Dict[str, int] = {}
+        super().__init__(prefix, params)
+        # Folded Deconvolution + BatchNorm pairs (mxdeconv.gluon.folding), by layer.
+        self._folded: Dict[int, Tuple[Any, ...]] = {}
 
-    @contextlib.contextmanager
-    def name_scope(self) -> Iterator[None]:
-        """Layers created inside get this container's prefix (MXNet's ``name_scope``)."""
-        stack = getattr(_scopes, "stack", None)
-        if stack is None:
-            stack = _scopes.stack = []
-        stack.append((self.prefix, self._scope_counts))
-        try:
-            yield
-        finally:
-            stack.pop()
-
-    def add(self, *blocks: _Block) -> None:
-        """Append ``blocks`` (layers or sequential containers), all checked first."""
+    def add(self, *blocks: Block) -> None:
+        """Append ``blocks`` (layers or containers), all checked first."""
         for block in blocks:
-            if not isinstance(block, _Block):
-                raise _type_error("block", "a Gluon layer or Sequential", block)
-        self._children.extend(blocks)
+            if not isinstance(block, Block):
+                raise _type_error("block", "a Gluon Block (a layer or a container)", block)
+        for block in blocks:
+            self.register_child(block)
 
-    def _layers_by_key(self) -> Dict[str, Tuple["_ConvTranspose", Parameter]]:
-        return {f"{index}.{key}": owned
-                for index, child in enumerate(self._children)
-                for key, owned in child._layers_by_key().items()}
-
-    def __call__(self, x: Any) -> NDArray:
-        return self.forward(x)
-
-    def forward(self, x: Any) -> NDArray:
-        """Each layer on the previous one's output."""
-        for child in self._children:
-            x = child(x)  # type: ignore[operator]
+    def forward(self, x: Any, *args: Any) -> Any:
+        """Each block on the previous one's output (MXNet's: a tuple output
+        feeds its first item as ``x`` and the rest as more arguments).  With
+        :mod:`mxdeconv.gluon.folding` turned on, in inference a transposed
+        convolution followed by ``BatchNorm`` runs as one Deconvolution."""
+        from .folding import foldable, folded_forward  # folding builds on the layers
+        children = list(self._children.values())
+        index = 0
+        while index < len(children):
+            block = children[index]
+            if (not args and index + 1 < len(children) and isinstance(x, NDArray)
+                    and foldable(block, children[index + 1])):
+                x = folded_forward(block, children[index + 1], x, self._folded)
+                index += 2
+            else:
+                x = block(x, *args)
+                index += 1
+            args = ()
+            if isinstance(x, (tuple, list)):
+                args = tuple(x[1:])
+                x = x[0]
+        if args:
+            x = (x,) + tuple(args)
         return x
 
     def __getitem__(self, key: Any) -> Any:
-        """A layer by index, or a new container of the same class holding a slice."""
+        """A block by index, or a new container of the same class holding a slice."""
+        layers = list(self._children.values())
         if isinstance(key, slice):
             net = type(self)(prefix=self.prefix)
-            net.add(*self._children[key])
+            net.add(*layers[key])
             return net
         if not _is_int(key):
             raise _type_error("key", "an int or a slice", key)
-        return self._children[key]
+        return layers[key]
 
     def __len__(self) -> int:
         return len(self._children)
 
     def __repr__(self) -> str:
-        lines = [f"  ({index}): {child!r}".replace("\n", "\n  ")
-                 for index, child in enumerate(self._children)]
+        lines = [f"  ({key}): {_indent(repr(child), 2)}"
+                 for key, child in self._children.items()]
         return f"{type(self).__name__}(\n" + "\n".join(lines) + "\n)"
 
 
-class HybridSequential(Sequential):
+class HybridSequential(Sequential, HybridBlock):
     """MXNet Gluon's ``nn.HybridSequential``: :class:`Sequential` (``hybridize()``
     is accepted; every call is imperative).
 
@@ -299,4 +499,7 @@ class HybridSequential(Sequential):
     )
     """
 
-    _alias = "hybridsequential"
+
+
+#: The name the rest of the package knew the base by.
+_Block = Block

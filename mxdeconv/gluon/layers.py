@@ -3,7 +3,7 @@
 constructor arguments."""
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Optional, Tuple
 
 import numpy as np
 
@@ -11,17 +11,16 @@ from mxdeconv.ops import deconvolution
 from mxdeconv import nd
 from mxdeconv.semantics.activations import ACT_TYPES
 from mxdeconv._core.errors import MXNetError
-from mxdeconv._core.dtypes import is_operator_dtype, operator_dtype_names
 from mxdeconv.ndarray.ndarray import NDArray
 
-from ._args import (_choice_arg, _int_arg, _int_attr, _is_real, _tuple_attr, _type_error,
+from ._args import (_choice_arg, _int_arg, _int_attr, _tuple_attr, _type_error,
                     _use_bias_arg, _values_arg)
-from .block import _Block, _auto_prefix
-from .initializers import _initializer_arg
+from .block import Block
+from mxdeconv.initializer import _initializer_arg
 from .parameter import Parameter
 
 
-class _ConvTranspose(_Block):
+class _ConvTranspose(Block):
     """Shared implementation of the transposed-convolution layers.
 
     The constructor checks every argument (type, range, tuple length, and what
@@ -67,7 +66,7 @@ class _ConvTranspose(_Block):
                              f"output_padding={self.outpad} and strides={self._kwargs['stride']}")
         _initializer_arg("weight_initializer", weight_initializer)
         _initializer_arg("bias_initializer", bias_initializer)
-        self.prefix = _auto_prefix("conv") if prefix is None else prefix
+        Block.__init__(self, prefix, params)
         self.weight = Parameter(self.prefix + "weight", self._weight_shape(in_channels),
                                 init=weight_initializer)
         self.bias = (None if self._kwargs["no_bias"] else
@@ -89,36 +88,11 @@ class _ConvTranspose(_Block):
         return self.weight.shape[0]
 
     # -- MXNet Block API --------------------------------------------------------
-    def _layers_by_key(self) -> Dict[str, Tuple["_ConvTranspose", Parameter]]:
-        params = {"weight": (self, self.weight)}
-        if self.bias is not None:
-            params["bias"] = (self, self.bias)
-        return params
-
-    @staticmethod
-    def _loaded_dtype(param: Parameter, saved: np.dtype, where: str, cast_dtype: bool,
-                      dtype_source: str) -> np.dtype:
-        """The dtype the saved array gets, as MXNet's ``cast_dtype``/``dtype_source`` say."""
-        if saved.hasobject or not _is_real(saved):
-            raise MXNetError(f"{where}: it must hold real numbers (an integer or "
-                             f"floating-point dtype), got dtype {saved}")
-        saved = saved.newbyteorder("=")  # the same numbers in this machine's byte order
-        if saved == param.dtype:
-            return param.dtype
-        if not cast_dtype:
-            raise MXNetError(f"{where}: dtype incompatible expected {param.dtype} vs saved "
-                             f"{saved}. Set cast_dtype=True to cast the dtype of saved params.")
-        if dtype_source == "current":
-            return param.dtype
-        if not is_operator_dtype(saved):
-            raise MXNetError(f"{where}: dtype_source='saved' would make it {saved}, but a "
-                             f"parameter's dtype must be one of {operator_dtype_names()}")
-        return saved
+    def _alias(self) -> str:
+        return "conv"  # MXNet's _Conv._alias: every convolution layer is conv<n>_
 
     def _check_loaded_shape(self, param: Parameter, shape: Tuple[int, ...], where: str) -> None:
-        if not param._fits(shape):
-            raise MXNetError(f"{where}: shape incompatible expected {param._shape_text()} "
-                             f"vs saved {shape}")
+        super()._check_loaded_shape(param, shape, where)
         if param is self.weight:
             self._check_divisible("in_channels", shape[0], f"{where}: ")
 

@@ -48,7 +48,7 @@ from mxdeconv._core.errors import MXNetError
 from mxdeconv.ndarray.ndarray import NDArray, array
 
 from ._args import _bool_arg, _real_arg, _type_error
-from .block import _auto_prefix, _Block
+from .block import HybridBlock
 from .parameter import Parameter
 
 __all__ = ["L1Loss", "L2Loss", "Loss", "SigmoidBCELoss", "SigmoidBinaryCrossEntropyLoss",
@@ -100,7 +100,7 @@ def _apply_weighting(loss: NDArray, weight: Optional[float] = None,
     return loss
 
 
-class Loss(_Block):
+class Loss(HybridBlock):
     """The base class: ``weight`` (None or a number) scales the loss, and the
     result is averaged over every axis but ``batch_axis``.  A subclass defines
     ``hybrid_forward(F, pred, label, ...)``, with ``F`` the :mod:`mxdeconv.nd` module,
@@ -126,10 +126,7 @@ class Loss(_Block):
             raise _type_error("prefix", "a string or None", prefix)
         self._weight = None if weight is None else _real_arg("weight", weight)
         self._batch_axis = _int_arg("batch_axis", batch_axis)
-        self.prefix = _auto_prefix(owner.lower()) if prefix is None else prefix
-
-    def _layers_by_key(self) -> Dict[str, Tuple[Any, Parameter]]:
-        return {}  # a loss has no parameters
+        super().__init__(prefix)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(batch_axis={self._batch_axis}, w={self._weight})"

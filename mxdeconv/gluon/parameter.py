@@ -3,16 +3,21 @@ initialisation) and :class:`ParameterDict`."""
 from __future__ import annotations
 
 import copy
-from typing import Any, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
 
 from mxdeconv.autograd import GRAD_REQS
 from mxdeconv._core.errors import MXNetError
 from mxdeconv._core.context import Context, current_context
+from mxdeconv._core.dtypes import is_operator_dtype, operator_dtype_names
+from mxdeconv.io import ndarray_file
 from mxdeconv.ndarray.ndarray import NDArray, array
 
 from ._args import (_bool_arg, _choice_arg, _context_arg, _contexts_arg, _dtype_arg,
-                    _real_arg, _tuple_arg, _type_error, _values_arg)
-from .initializers import Initializer, Uniform, _create_initializer, _initializer_arg
+                    _is_real, _path_arg, _real_arg, _tuple_arg, _type_error, _values_arg)
+from .files import _open_saved, _unprefixed
+from mxdeconv.initializer import Initializer, Uniform, _create_initializer, _initializer_arg
 
 
 # -- parameters ------------------------------------------------------------------
@@ -41,7 +46,7 @@ class Parameter:
     def __init__(self, name: str, shape: Any = (), dtype: Any = "float32",
                  init: Any = None, grad_req: str = "write",
                  allow_deferred_init: bool = True, lr_mult: float = 1.0,
-                 wd_mult: float = 1.0) -> None:
+                 wd_mult: float = 1.0, differentiable: bool = True) -> None:
         if not isinstance(name, str):
             raise _type_error("name", "a string", name)
         self.name = name
@@ -50,6 +55,11 @@ class Parameter:
         self.init = _initializer_arg("init", init)
         self.allow_deferred_init = _bool_arg("allow_deferred_init", allow_deferred_init)
         self._grad_req = _choice_arg("grad_req", grad_req, GRAD_REQS)
+        # MXNet: a parameter that is not differentiable (BatchNorm's running
+        # statistics) never gets a gradient, whatever grad_req says.
+        self._differentiable = _bool_arg("differentiable", differentiable)
+        if not self._differentiable:
+            self._grad_req = "null"
         self._lr_mult = _real_arg("lr_mult", lr_mult)
         self._wd_mult = _real_arg("wd_mult", wd_mult)
         self._data: Optional[NDArray] = None
@@ -67,7 +77,8 @@ class Parameter:
 
     @grad_req.setter
     def grad_req(self, value: str) -> None:
-        self._grad_req = _choice_arg("grad_req", value, GRAD_REQS)
+        value = _choice_arg("grad_req", value, GRAD_REQS)
+        self._grad_req = value if self._differentiable else "null"
         if self._data is not None:
             self._attach(self._data)
 
@@ -279,6 +290,26 @@ class Parameter:
             self._install(self._new_data(self._data.asnumpy(), dtype))
 
 
+def _loaded_dtype(param: Parameter, saved: np.dtype, where: str, cast_dtype: bool,
+                  dtype_source: str) -> np.dtype:
+    """The dtype a saved array gets, as MXNet's ``cast_dtype``/``dtype_source`` say."""
+    if saved.hasobject or not _is_real(saved):
+        raise MXNetError(f"{where}: it must hold real numbers (an integer or "
+                         f"floating-point dtype), got dtype {saved}")
+    saved = saved.newbyteorder("=")  # the same numbers in this machine's byte order
+    if saved == param.dtype:
+        return param.dtype
+    if not cast_dtype:
+        raise MXNetError(f"{where}: dtype incompatible expected {param.dtype} vs saved "
+                         f"{saved}. Set cast_dtype=True to cast the dtype of saved params.")
+    if dtype_source == "current":
+        return param.dtype
+    if not is_operator_dtype(saved):
+        raise MXNetError(f"{where}: dtype_source='saved' would make it {saved}, but a "
+                         f"parameter's dtype must be one of {operator_dtype_names()}")
+    return saved
+
+
 class ParameterDict(dict):
     """``{full name: Parameter}``, with MXNet's bulk helpers.
 
@@ -296,6 +327,129 @@ class ParameterDict(dict):
 
     #: The attributes :meth:`setattr` may set (those whose setter checks the value).
     SETTABLE = ("grad_req", "lr_mult", "wd_mult")
+
+    def __init__(self, prefix: str = "", shared: Any = None) -> None:
+        super().__init__()
+        if not isinstance(prefix, str):
+            raise _type_error("prefix", "a string", prefix)
+        if shared is not None:
+            raise MXNetError(f"sharing parameters through shared= is not supported: shared "
+                             f"must be None, got {shared!r:.80}")
+        self._prefix = prefix
+
+    @property
+    def prefix(self) -> str:
+        """The prefix :meth:`get` puts before a name (the owning block's)."""
+        return self._prefix
+
+    def get(self, name: str, **kwargs: Any) -> Parameter:  # type: ignore[override]
+        """MXNet's ``ParameterDict.get``: the parameter ``prefix + name``, made
+        with ``kwargs`` (:class:`Parameter`'s arguments) when it does not exist
+        yet; an existing one is returned as it is when ``kwargs`` agree with it
+        (a 0 in ``shape`` matches any size and is completed).
+
+        >>> from mxdeconv import gluon
+        >>> params = gluon.ParameterDict("block0_")
+        >>> params.get("gamma", shape=(3,), init="ones")
+        Parameter block0_gamma (shape=(3,), dtype=float32)
+        >>> params.get("gamma", shape=(0,)) is params["block0_gamma"]
+        True
+        """
+        if not isinstance(name, str):
+            raise _type_error("name", "a string", name)
+        full = self._prefix + name
+        param = dict.get(self, full)
+        if param is None:
+            param = Parameter(full, **kwargs)
+            self[full] = param
+            return param
+        for key, value in kwargs.items():
+            if key == "shape" and value is not None:
+                shape = _tuple_arg("shape", value)
+                if len(shape) != len(param.shape) or any(
+                        want and have and want != have for want, have in zip(shape, param.shape)):
+                    raise MXNetError(f"Cannot retrieve Parameter '{full}' because desired "
+                                     f"attribute does not match with stored for attribute "
+                                     f"'shape': desired '{shape}' vs stored '{param.shape}'.")
+                if param._data is None:  # complete what is not known yet (0)
+                    param.shape = tuple(have or want for want, have in zip(shape, param.shape))
+            elif key == "dtype" and value is not None:
+                if _dtype_arg("dtype", value) != param.dtype:
+                    raise MXNetError(f"Cannot retrieve Parameter '{full}' because desired "
+                                     f"attribute does not match with stored for attribute "
+                                     f"'dtype': desired '{value}' vs stored '{param.dtype}'.")
+        return param
+
+    def save(self, filename: str, strip_prefix: str = "") -> None:
+        """Save every parameter to ``filename`` (MXNet's NDArray file, as
+        ``collect_params().save`` writes it) under its full name without
+        ``strip_prefix``, which every name must start with."""
+        path = _path_arg("filename", filename)
+        if not isinstance(strip_prefix, str):
+            raise _type_error("strip_prefix", "a string", strip_prefix)
+        names, values = [], []
+        for param in self.values():
+            if not param.name.startswith(strip_prefix):
+                raise MXNetError(f"Prefix '{strip_prefix}' is to be striped before saving, "
+                                 f"but Parameter's name '{param.name}' does not start with "
+                                 f"'{strip_prefix}'. strip_prefix={strip_prefix!r}")
+            names.append(param.name[len(strip_prefix):])
+            values.append(param.data()._plain())
+        ndarray_file.write_arrays(path, values, names, argument="filename")
+
+    def load(self, filename: str, ctx: Any = None, allow_missing: bool = False,
+             ignore_extra: bool = False, restore_prefix: str = "", cast_dtype: bool = False,
+             dtype_source: str = "current") -> None:
+        """Load a file :meth:`save` (or MXNet's ``collect_params().save``,
+        ``save_checkpoint``: ``arg:``/``aux:`` prefixes are stripped) wrote,
+        matching full names (``restore_prefix`` + the saved name).  All or
+        nothing, as :meth:`Block.load_parameters <mxdeconv.gluon.Block.load_parameters>`."""
+        path = _path_arg("filename", filename)
+        contexts = _contexts_arg("ctx", ctx)
+        allow_missing = _bool_arg("allow_missing", allow_missing)
+        ignore_extra = _bool_arg("ignore_extra", ignore_extra)
+        cast_dtype = _bool_arg("cast_dtype", cast_dtype)
+        dtype_source = _choice_arg("dtype_source", dtype_source, ("current", "saved"))
+        if not isinstance(restore_prefix, str):
+            raise _type_error("restore_prefix", "a string", restore_prefix)
+        for name in self:
+            if not name.startswith(restore_prefix):
+                raise MXNetError(f"restore_prefix is '{restore_prefix}' but Parameters name "
+                                 f"'{name}' does not start with '{restore_prefix}'")
+        staged = []
+        with _open_saved(path) as archive:
+            by_name: Dict[str, str] = {}
+            for key in archive.keys:
+                by_name[restore_prefix + _unprefixed(key)] = key
+            if not allow_missing:
+                for name in self:
+                    if name not in by_name:
+                        raise MXNetError(
+                            f"Parameter '{name[len(restore_prefix):]}' is missing in file: "
+                            f"{path}, which contains parameters: {sorted(archive.keys)}. "
+                            "Please make sure source and target networks have the same "
+                            "prefix.")
+            for name, key in by_name.items():
+                if name not in self:
+                    if not ignore_extra:
+                        raise MXNetError(
+                            f"Parameter '{name[len(restore_prefix):]}' loaded from file: "
+                            f"{path} is not present in ParameterDict, choices are: "
+                            f"{sorted(self)}. Set ignore_extra to True to ignore.")
+                    continue
+                param = self[name]
+                where = f"Failed loading Parameter '{name}' from array '{key}' of '{path}'"
+                shape, saved_dtype = archive.header(key)
+                dtype = _loaded_dtype(param, saved_dtype, where, cast_dtype, dtype_source)
+                if not param._fits(shape):
+                    raise MXNetError(f"{where}: shape incompatible expected "
+                                     f"{param._shape_text()} vs saved {shape}")
+                loaded_ctx = param._loaded_ctx(contexts, where)
+                values = archive.read(key, shape, saved_dtype)
+                staged.append((param, param._new_data(values, dtype), loaded_ctx))
+        for param, data, loaded_ctx in staged:
+            param._install(data)
+            param._ctx_list = loaded_ctx
 
     def initialize(self, init: Any = None, ctx: Any = None, verbose: bool = False,
                    force_reinit: bool = False) -> None:

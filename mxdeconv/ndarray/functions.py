@@ -26,8 +26,8 @@ from .ndarray import NDArray, _check_dtype, _shape_arg, empty
 from .numpy_protocols import _sequence, check_writable, is_number, scalar
 from .results import check_name, into
 
-__all__ = ["Cast", "arange", "cast", "concat", "full", "ones_like", "stack", "waitall",
-           "zeros_like"]
+__all__ = ["Cast", "arange", "cast", "concat", "full", "one_hot", "ones_like", "stack",
+           "waitall", "zeros_like"]
 
 
 def _count(name: str, data: tuple, num_args: Any) -> None:
@@ -176,3 +176,38 @@ def waitall() -> None:
     >>> from mxdeconv import nd
     >>> nd.waitall()
     """
+
+
+def one_hot(indices: NDArray, depth: int, on_value: float = 1.0, off_value: float = 0.0,
+            dtype: Any = np.float32, out: Optional[NDArray] = None,
+            name: Optional[str] = None) -> NDArray:
+    """MXNet's ``nd.one_hot``: shape ``indices.shape + (depth,)``, ``on_value``
+    at each index (truncated toward zero to an integer) and ``off_value``
+    elsewhere; an index outside ``[0, depth)`` gives a row of ``off_value``.
+    Not differentiable (a constant, as MXNet gives no gradient to indices).
+
+    >>> from mxdeconv import nd
+    >>> nd.one_hot(nd.array([1, 0, 5]), 3).asnumpy()
+    array([[0., 1., 0.],
+           [1., 0., 0.],
+           [0., 0., 0.]], dtype=float32)
+    """
+    arr = _ndarray("one_hot", indices)
+    check_name("one_hot", name)
+    depth = int_arg("one_hot: depth", depth)
+    if depth < 0:
+        raise MXNetError(f"one_hot: depth must be >= 0, got depth={depth}")
+    for label, value in (("on_value", on_value), ("off_value", off_value)):
+        if not is_number(value) or isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"one_hot: {label} must be a number, got {value!r}")
+    result = empty(arr.shape + (depth,), None, _check_dtype(np.float32 if dtype is None
+                                                             else dtype))
+    target = result._state[0]
+    target.fill(scalar("one_hot: off_value", off_value, result.dtype))
+    with np.errstate(invalid="ignore"):
+        index = np.trunc(arr._plain().astype(np.float64))
+    valid = (index >= 0) & (index < depth)
+    positions = np.nonzero(valid)
+    target[positions + (index[positions].astype(np.int64),)] = scalar(
+        "one_hot: on_value", on_value, result.dtype)
+    return into("one_hot", result, out, ())

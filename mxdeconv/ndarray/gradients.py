@@ -106,6 +106,9 @@ _register("log", lambda i, g, v: g / v[0])
 _register("sqrt", lambda i, g, v: g / (2 * np.sqrt(v[0])))
 _register("square", lambda i, g, v: 2 * v[0] * g)
 _register("tanh", lambda i, g, v: g * (1 - np.tanh(v[0]) ** 2))
+_register("sin", lambda i, g, v: g * np.cos(v[0]))
+_register("cos", lambda i, g, v: -g * np.sin(v[0]))
+_register("tan", lambda i, g, v: g * (1 + np.tan(v[0]) ** 2))  # MXNet's: from the output
 _register("expm1", lambda i, g, v: g * np.exp(v[0]))
 _register("log1p", lambda i, g, v: g / (1 + v[0]))
 _register("log2", lambda i, g, v: g / (v[0] * np.log(2)))
@@ -234,6 +237,18 @@ tape.register_backward("reshape")(_single(lambda g, in_shape, arr: g.reshape(in_
 tape.register_backward("transpose")(_single(lambda g, perm, arr:
                                             np.transpose(g, np.argsort(perm))))
 tape.register_backward("copy")(_single(lambda g, attrs, arr: g))
+
+
+def _tile_grad(g: np.ndarray, attrs: Tuple[Tuple[int, ...], Tuple[int, ...]],
+               arr: NDArray) -> np.ndarray:
+    """The tiles' gradients summed: each output axis of length ``r * s`` split
+    into (``r`` repeats, ``s`` source positions), the repeats summed."""
+    shape, reps = attrs
+    split = tuple(n for pair in zip(reps, shape) for n in pair)
+    return g.reshape(split).sum(axis=tuple(range(0, len(split), 2))).reshape(arr.shape)
+
+
+tape.register_backward("tile")(_single(_tile_grad))
 
 
 @tape.register_backward("broadcast_to")

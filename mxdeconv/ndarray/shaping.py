@@ -31,7 +31,7 @@ from .numpy_protocols import check_gradient, wrap
 from .results import array_arg, check_name, into
 
 __all__ = ["Flatten", "broadcast_like", "broadcast_to", "expand_dims", "flatten", "reshape",
-           "squeeze", "transpose"]
+           "squeeze", "tile", "transpose"]
 
 
 def reshape(data: NDArray, shape: Any = None, reverse: bool = False,
@@ -180,3 +180,31 @@ def broadcast_like(lhs: NDArray, rhs: NDArray, lhs_axes: Any = None, rhs_axes: A
                 right.shape[normalize_axis("broadcast_like: rhs_axes", b, right.ndim)]
         target = tuple(shape)
     return _broadcast("broadcast_like", "broadcast_like", (left, right), target, out)
+
+
+def tile(data: NDArray, reps: Any, out: Optional[NDArray] = None,
+         name: Optional[str] = None) -> NDArray:
+    """``data`` repeated ``reps[i]`` times along axis ``i`` (MXNet's ``nd.tile``,
+    NumPy's rule: a shorter ``reps`` applies to the last axes, a longer one
+    adds leading axes).  The gradient sums the copies.
+
+    >>> from mxdeconv import nd
+    >>> nd.tile(nd.array([[1, 2]]), (2, 2)).asnumpy()
+    array([[1., 2., 1., 2.],
+           [1., 2., 1., 2.]], dtype=float32)
+    >>> nd.tile(nd.array([1, 2]), (2, 1, 2)).shape
+    (2, 1, 4)
+    """
+    arr = array_arg("tile", data)
+    check_name("tile", name)
+    reps = ints_arg("tile: reps", reps)
+    if not reps or any(r < 1 for r in reps):
+        raise MXNetError(f"tile: reps must be a non-empty tuple of positive ints, got "
+                         f"reps={reps}")
+    check_gradient("tile", "tile", (arr,))
+    ndim = max(arr.ndim, len(reps))
+    shape = (1,) * (ndim - arr.ndim) + arr.shape
+    full_reps = (1,) * (ndim - len(reps)) + reps
+    result = wrap(np.tile(arr._plain(), full_reps), arr.dtype)
+    return into("tile", tape.record_op("tile", result, (arr,), (shape, full_reps)), out,
+                (arr,))

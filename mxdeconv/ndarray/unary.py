@@ -32,9 +32,9 @@ from .ndarray import NDArray
 from .numpy_protocols import check_gradient, scalar as cast_scalar, wrap
 from .results import array_arg, check_name, into
 
-__all__ = ["abs", "ceil", "clip", "exp", "expm1", "fix", "floor", "log", "log10", "log1p",
-           "log2", "negative", "reciprocal", "rint", "round", "rsqrt", "sigmoid", "sign",
-           "smooth_l1", "sqrt", "square", "tanh", "trunc"]
+__all__ = ["abs", "ceil", "clip", "cos", "exp", "expm1", "fix", "floor", "log", "log10",
+           "log1p", "log2", "negative", "reciprocal", "rint", "round", "rsqrt", "sigmoid",
+           "sign", "sin", "smooth_l1", "sqrt", "square", "tan", "tanh", "trunc"]
 
 UnaryFunction = Callable[..., NDArray]
 
@@ -156,6 +156,12 @@ rint = _computed_function("rint", round_half_down, "The nearest integer, halves 
                           "array([-3.,  0.,  1.], dtype=float32)")
 sigmoid = _computed_function("sigmoid", _sigmoid, "``1 / (1 + exp(-x))``", "[0.0, 2.0]",
                              "array([0.5     , 0.880797], dtype=float32)")
+sin = _ufunc_function("sin", np.sin, "The sine (radians)", "[0.0, 1.5707964]",
+                      "array([0., 1.], dtype=float32)")
+cos = _ufunc_function("cos", np.cos, "The cosine (radians)", "[0.0, 3.1415927]",
+                      "array([ 1., -1.], dtype=float32)")
+tan = _ufunc_function("tan", np.tan, "The tangent (radians)", "[0.0, 0.7853982]",
+                      "array([0., 1.], dtype=float32)")
 tanh = _ufunc_function("tanh", np.tanh, "The hyperbolic tangent", "[0.0, 1.0]",
                        "array([0.       , 0.7615942], dtype=float32)")
 

@@ -5,13 +5,15 @@ analogue) that returns ``None`` when it can run a call, or the reason it
 cannot.  Dispatch picks the first implementation that supports the call,
 unless one is forced with :func:`use_impl`, or the oneDNN path is switched
 off with :func:`set_onednn_enabled` / the environment variable
-``MXDECONV_ONEDNN=0`` (``MXNET_MKLDNN_ENABLED=0`` is honoured too).
+``MXDECONV_ONEDNN=0`` (``MXNET_MKLDNN_ENABLED=0`` is honoured too, with a
+warning naming its cost).
 :func:`last_impl` tells which implementation ran the last call of this thread.
 """
 from __future__ import annotations
 
 import contextlib
 import threading
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
@@ -22,11 +24,26 @@ ONEDNN, NUMPY = "onednn", "numpy"
 IMPLEMENTATIONS = (ONEDNN, NUMPY)
 
 
+MKLDNN_WARNING = (
+    "MXNET_MKLDNN_ENABLED=0 is honoured: every Deconvolution runs on mxdeconv's NumPy "
+    "path, several times slower than oneDNN (4x on a DCGAN generator).  A port that "
+    "kept this line from MXNet rarely means it; set MXDECONV_ONEDNN=0 to mean it "
+    "(then no warning), or drop the line to run on oneDNN.")
+
+
 def _env_enabled() -> bool:
     """The oneDNN switch from the environment (MXDECONV_ONEDNN, or MXNet's
-    MXNET_MKLDNN_ENABLED); an unknown value warns and leaves it on."""
-    return all(env_word(name, "on") == "on"
-               for name in ("MXDECONV_ONEDNN", "MXNET_MKLDNN_ENABLED"))
+    MXNET_MKLDNN_ENABLED); an unknown value warns and leaves it on.
+
+    MXNet programs often set ``MXNET_MKLDNN_ENABLED=0`` to dodge one of MXNet's
+    own oneDNN failures; carried into a port it silently costs the oneDNN path,
+    so it warns (once: this runs once, at import) unless ``MXDECONV_ONEDNN=0``
+    says the same thing in mxdeconv's words."""
+    ours = env_word("MXDECONV_ONEDNN", "on")
+    mxnet = env_word("MXNET_MKLDNN_ENABLED", "on")
+    if mxnet == "off" and ours == "on":
+        warnings.warn(MKLDNN_WARNING, UserWarning, stacklevel=2)
+    return ours == "on" and mxnet == "on"
 
 
 #: Whether dispatch may choose oneDNN: read by the compiled hot path once per

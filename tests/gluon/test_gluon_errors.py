@@ -189,7 +189,7 @@ CONSTRUCTOR_ERRORS = {
                                 r"got 0.5 of type float"),
     "bias_initializer_type": (dict(bias_initializer=gluon.Uniform), TypeError,
                               r"bias_initializer must be an Initializer or one of \[.*\], "
-                              r"got <class 'mxdeconv.gluon.Uniform'> of type type"),
+                              r"got <class 'mxdeconv.initializer.Uniform'> of type type"),
     "prefix_type": (dict(prefix=3), TypeError,
                     r"prefix must be a string or None, got 3 of type int"),
     "params_given": (dict(params={}), MXNetError,
@@ -891,7 +891,10 @@ def test_fuzz_load_parameters(tmp_path_factory, data, deferred, use_bias, option
     (lambda: gluon.Xavier(magnitude=-3), MXNetError, "Xavier magnitude must be"),
     (lambda: gluon.Xavier(rnd_type="lol"), MXNetError, "Xavier rnd_type must be one of"),
     (lambda: gluon.Constant("0.1x"), TypeError, "Constant value must be a real number"),
-    (lambda: gluon.Constant([1, 2]), TypeError, "Constant value must be a real number"),
+    (lambda: gluon.Constant({"a": 1}), TypeError, "Constant value must be a real number, a "
+     "NumPy array"),
+    (lambda: gluon.Constant(["a", "b"]), TypeError, "Constant value must be a real number, a "
+     "NumPy array"),
     (lambda: gluon.Constant(float("nan")), MXNetError, "Constant value must be a finite"),
 ])
 def test_initializer_arguments_are_checked_when_made(make, error, match):

@@ -24,7 +24,7 @@ import pytest
 
 import mxdeconv
 from mxdeconv import autograd, nd
-from mxdeconv import gluon as nn  # MXNet: from mxnet.gluon import nn
+from mxdeconv.gluon import nn  # MXNet: from mxnet.gluon import nn
 import helpers
 
 DATA = helpers.DATA / "porting"
@@ -173,7 +173,7 @@ MXNET_IMPORTS = ("import mxnet as mx\n"
                  "from mxnet.gluon import nn\n")
 MXDECONV_IMPORTS = ("import mxdeconv as mx\n"
                     "from mxdeconv import autograd, gluon, nd\n"
-                    "from mxdeconv import gluon as nn\n")
+                    "from mxdeconv.gluon import nn\n")
 
 
 def ported_trainer_loop() -> Dict[str, object]:
