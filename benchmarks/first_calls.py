@@ -137,7 +137,8 @@ def _contenders(mxnet_python: Path, peers: bool) -> Dict[str, str]:
 
 
 def measure(layers: List[str], modes: List[str], repeats: int, calls: int, threads: int,
-            mxnet_python: Path, peers: bool) -> Dict[str, Dict[str, Dict[str, float]]]:
+            mxnet_python: Path, peers: bool, deterministic: bool = False
+            ) -> Dict[str, Dict[str, Dict[str, float]]]:
     """{layer-mode: {contender: {K: median cumulative seconds}}}."""
     base = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     base.pop("MXDECONV_CACHE_DIR", None)
@@ -152,6 +153,10 @@ def measure(layers: List[str], modes: List[str], repeats: int, calls: int, threa
                     env = dict(base, MXDECONV_CACHE_DIR=cache)
                     order = [("mxdeconv (empty cache)", sys.executable, "mxdeconv", env),
                              ("mxdeconv (filled cache)", sys.executable, "mxdeconv", env)]
+                    if deterministic:  # its own empty cache: nothing kept is read
+                        order.append(("mxdeconv (deterministic)", sys.executable, "mxdeconv",
+                                      dict(base, MXDECONV_DETERMINISTIC="1",
+                                           MXDECONV_CACHE_DIR="")))
                     order += [(name, python, name, base) for name, python in others.items()]
                     for label, python, name, contender_env in order:
                         times = _run(python, name, layer, mode, calls, contender_env)
@@ -167,6 +172,7 @@ def measure(layers: List[str], modes: List[str], repeats: int, calls: int, threa
 def _row(name: str, contenders: Dict[str, Dict[str, float]], marks: List[int]) -> str:
     ours = contenders.get("mxdeconv (empty cache)")
     filled = contenders.get("mxdeconv (filled cache)")
+    fixed = contenders.get("mxdeconv (deterministic)")
     peers = {k: v for k, v in contenders.items() if not k.startswith("mxdeconv")}
     cells = []
     for k in marks:
@@ -180,6 +186,8 @@ def _row(name: str, contenders: Dict[str, Dict[str, float]], marks: List[int]) -
             text += f" {fastest / ours[key]:5.2f}x"
             if filled is not None:
                 text += f" ({fastest / filled[key]:4.2f}x filled)"
+        if fixed is not None:
+            text += f" [deterministic {fixed[key] / ours[key]:4.2f}x the time]"
         cells.append(text)
     return f"{name:34s} " + " | ".join(cells)
 
@@ -193,6 +201,8 @@ def main() -> None:
     parser.add_argument("--layers", nargs="*", default=list(LAYERS))
     parser.add_argument("--modes", nargs="*", default=list(MODES))
     parser.add_argument("--no-peers", action="store_true")
+    parser.add_argument("--deterministic", action="store_true",
+                        help="also mxdeconv in deterministic mode (MXDECONV_DETERMINISTIC=1)")
     parser.add_argument("--mxnet-python", type=Path, default=Path(
         os.environ.get("MXNET_VENV") or REPO_ROOT / ".venv-mxnet") / "bin" / "python")
     parser.add_argument("--json", type=Path)
@@ -205,7 +215,7 @@ def main() -> None:
     print(f"cumulative time of a new layer's first K calls (K = {marks}), {args.threads} "
           f"thread(s); the faster peer's time / mxdeconv's (above 1: mxdeconv faster)")
     results = measure(args.layers, args.modes, args.repeats, args.calls, args.threads,
-                      args.mxnet_python, not args.no_peers)
+                      args.mxnet_python, not args.no_peers, args.deterministic)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(dict(threads=args.threads, marks=marks,
