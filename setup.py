@@ -66,7 +66,6 @@ extensions = [
 ]
 
 
-
 def _without_absolute_rpaths(command):
     """A link command without the rpaths the interpreter's own build put in it.
 
