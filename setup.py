@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 
 def _installed_file(distribution: str, suffix: str) -> Path:
@@ -64,4 +65,42 @@ extensions = [
     Extension("mxdeconv.ops._exec", sources=["mxdeconv/ops/_exec.pyx"], **COMMON),
 ]
 
-setup(ext_modules=cythonize(extensions, compiler_directives={"language_level": "3"}))
+
+def _without_absolute_rpaths(command):
+    """A link command without the rpaths the interpreter's own build put in it.
+
+    A Python built with ``-Wl,-rpath,<prefix>/lib`` in its LDFLAGS (pyenv's,
+    for one) hands that flag to every extension it links (sysconfig's
+    LDSHARED), so the extensions' RUNPATH would name a folder of the build
+    machine.  Only ``$ORIGIN``-relative rpaths (runtime_library_dirs above,
+    which the compiler adds apart from this command) belong in a wheel."""
+    kept = []
+    for arg in command:
+        options = arg[len("-Wl,"):].split(",") if arg.startswith("-Wl,") else []
+        if len(options) == 2 and options[0] in ("-rpath", "-R"):
+            path = options[1]                      # -Wl,-rpath,DIR
+        elif len(options) == 1 and options[0].startswith("-rpath="):
+            path = options[0][len("-rpath="):]     # -Wl,-rpath=DIR
+        elif len(options) == 1 and options[0].startswith("-R"):
+            path = options[0][len("-R"):]          # -Wl,-RDIR
+        else:
+            path = None
+        if path is not None and not path.startswith("$ORIGIN"):
+            continue
+        kept.append(arg)
+    return kept
+
+
+class BuildExt(build_ext):
+    """build_ext that links without the build machine's absolute rpaths."""
+
+    def build_extensions(self):
+        for attribute in ("linker_so", "linker_so_cxx"):
+            command = getattr(self.compiler, attribute, None)
+            if isinstance(command, list):
+                setattr(self.compiler, attribute, _without_absolute_rpaths(command))
+        super().build_extensions()
+
+
+setup(ext_modules=cythonize(extensions, compiler_directives={"language_level": "3"}),
+      cmdclass={"build_ext": BuildExt})

@@ -15,9 +15,14 @@
   (``MXDECONV_PLAN_DB=0``): what the tests assert of first choices and tuning
   must not depend on what the database holds for this CPU
   (``tests/onednn/test_plan_db.py`` gives the planner databases of its own).
+* Tests marked ``source_tree`` read the repository around ``tests/`` (docs/,
+  pyproject.toml, README.md); where the tests run from a copy beside an
+  installed mxdeconv (``scripts/test_installed.sh``) there is none, and they
+  are skipped, saying so.
 """
 import os
 import tempfile
+from pathlib import Path
 
 from hypothesis import configuration, settings
 
@@ -43,3 +48,24 @@ def onednn_first_choice():
     previous = mxdeconv.set_tuning(False)
     yield
     mxdeconv.set_tuning(previous)
+
+
+#: Whether the tests run inside the repository (else from a copy of tests/
+#: against an installed mxdeconv: scripts/test_installed.sh).
+SOURCE_TREE = (Path(__file__).resolve().parents[1] / "pyproject.toml").is_file()
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "source_tree: reads the repository around tests/ (docs/, pyproject.toml, "
+        "README.md); skipped where the tests run against an installed mxdeconv")
+
+
+def pytest_collection_modifyitems(config, items):
+    if SOURCE_TREE:
+        return
+    skip = pytest.mark.skip(reason="source_tree: needs the repository (docs/, pyproject.toml, "
+                            "README.md); this run tests an installed mxdeconv from a copy of tests/")
+    for item in items:
+        if item.get_closest_marker("source_tree"):
+            item.add_marker(skip)

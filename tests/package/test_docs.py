@@ -69,6 +69,7 @@ def test_module_doctests(module_name):
     assert result.attempted > 0
 
 
+@pytest.mark.source_tree
 def test_every_page_is_in_the_toctree():
     index = (DOCS / "index.rst").read_text()
     pages = {p.stem for p in DOCS.glob("*.rst")} - {"index"}
@@ -76,10 +77,12 @@ def test_every_page_is_in_the_toctree():
     assert not missing, f"pages missing from index.rst's toctree: {missing}"
 
 
+@pytest.mark.source_tree
 def test_readme_links_the_docs():
     assert "docs/" in (ROOT / "README.md").read_text()
 
 
+@pytest.mark.source_tree
 @pytest.mark.parametrize("builder", ["html", "doctest"])
 def test_sphinx_build(builder, tmp_path):
     """The CI commands, on a temporary output folder (skipped without Sphinx)."""
@@ -107,6 +110,7 @@ def _visible_text(html):
     return re.sub(r"<[^>]+>", " ", html)
 
 
+@pytest.mark.source_tree
 def test_no_placeholder_in_the_sources():
     """Every page's source and everything it includes (the benchmark table, the
     full benchmark text) holds real content."""
@@ -119,6 +123,7 @@ def test_no_placeholder_in_the_sources():
     assert not found, "placeholder text:\n" + "\n".join(found)
 
 
+@pytest.mark.source_tree
 def test_performance_page_shows_a_measured_run():
     table = (DOCS / "performance_table.txt").read_text()
     assert re.search(r"^Benchmark run of \d{4}-\d\d-\d\d \d\d:\d\d UTC", table, re.M), table[:300]

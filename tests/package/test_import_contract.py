@@ -14,6 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.source_tree
 def test_layers_import_downward_only():
     lint = shutil.which("lint-imports", path=str(Path(sys.executable).parent)) or \
         shutil.which("lint-imports")

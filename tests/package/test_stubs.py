@@ -1,6 +1,10 @@
 """The type stubs of the compiled modules (``mxdeconv/*.pyi``) tell the truth:
 the same public names as the module, the same members per class, and the same
-parameter names per function; ``py.typed`` ships with the package."""
+parameter names per function; ``py.typed`` ships with the package.
+
+The stubs are read beside the modules that were imported: the checkout's in an
+editable install, the installed ones where scripts/test_installed.sh runs the
+tests against a wheel (which must ship them)."""
 import ast
 import importlib
 import inspect
@@ -8,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[2] / "mxdeconv"
+import mxdeconv
+
+PACKAGE = Path(mxdeconv.__file__).resolve().parent
 COMPILED = ["onednn._ops", "ops._exec", "_core.buffers", "_core._ndbase"]
 
 
@@ -104,5 +110,9 @@ def _same_parameters(function, node, label):
 
 def test_py_typed_ships():
     assert (PACKAGE / "py.typed").exists()
-    pyproject = (PACKAGE.parent / "pyproject.toml").read_text()
+
+
+@pytest.mark.source_tree
+def test_pyproject_ships_the_type_information():
+    pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
     assert '"py.typed"' in pyproject and '"*.pyi"' in pyproject
