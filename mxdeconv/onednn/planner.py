@@ -128,83 +128,11 @@ def _env_tuning() -> Tuple[bool, bool]:
     return word != "off", word == "eager"
 
 
-#: Whether tuning is asked for (set_tuning, MXDECONV_TUNE) and whether a new
-#: layer is tuned to the end at its first call (set_eager_tuning).
-_tuning_wanted, _eager = _env_tuning()
-#: Deterministic mode (set_deterministic, MXDECONV_DETERMINISTIC): no tuning,
-#: no provisional first call, so a layer's plan never changes in a process.
-_deterministic = env_word("MXDECONV_DETERMINISTIC", "off") == "on"
-#: Whether new plans are tuned: asked for and not deterministic.  Read by the
-#: compiled hot path once per call, and part of every plan key.
-tuning_on = _tuning_wanted and not _deterministic
-
-
 def _flag(setter: str, enabled: Any) -> bool:
     if not isinstance(enabled, bool):
         raise TypeError(f"{setter}: enabled must be a bool, got {enabled!r} "
                         f"of type {type(enabled).__name__}")
     return enabled
-
-
-def set_tuning(enabled: bool) -> bool:
-    """Time candidates and keep the fastest correct one (True, the default), or
-    take the first correct one in oneDNN's order (False); returns the old value.
-    Calls from then on use the plans of the new setting (both are kept).  In
-    deterministic mode nothing is tuned, whatever this says."""
-    global _tuning_wanted, tuning_on
-    previous, _tuning_wanted = _tuning_wanted, _flag("set_tuning", enabled)
-    tuning_on = _tuning_wanted and not _deterministic
-    return previous
-
-
-def set_deterministic(enabled: bool) -> bool:
-    """Deterministic mode (True; also ``MXDECONV_DETERMINISTIC=1`` at import):
-    each pass of a layer runs the first candidate, in oneDNN's order, that
-    passes the kernel check before its first call, and keeps it for the
-    process; nothing is tuned and no first call runs provisionally.  The same
-    inputs then give bitwise the same results on every call, thread and
-    process of this machine at the same thread count.  Returns the old value."""
-    global _deterministic, tuning_on
-    previous, _deterministic = _deterministic, _flag("set_deterministic", enabled)
-    tuning_on = _tuning_wanted and not _deterministic
-    return previous
-
-
-def deterministic() -> bool:
-    """Whether deterministic mode is on (see :func:`set_deterministic`)."""
-    return _deterministic
-
-
-_provisional_on = env_word("MXDECONV_PROVISIONAL", "on") == "on"
-
-
-def set_provisional(enabled: bool) -> bool:
-    """Let a big layer's first call run oneDNN's first candidate with its result
-    checked on sampled elements, the kernel check following on the next call
-    (True, the default); or run the kernel check before the first call (False;
-    also ``MXDECONV_PROVISIONAL=0``).  Returns the old value."""
-    global _provisional_on
-    previous, _provisional_on = _provisional_on, _flag("set_provisional", enabled)
-    return previous
-
-
-def provisional_enabled() -> bool:
-    """Whether big layers' first calls run provisionally (see set_provisional)."""
-    return _provisional_on
-
-
-def tuning() -> bool:
-    """Whether new plans are tuned (see :func:`set_tuning`)."""
-    return tuning_on
-
-
-def set_eager_tuning(enabled: bool) -> bool:
-    """Tune a new layer pass to the end at its first call (True; also
-    ``MXDECONV_TUNE=eager``), or on its later calls (False, the default);
-    returns the old value.  Either way the result is the same choice."""
-    global _eager
-    previous, _eager = _eager, _flag("set_eager_tuning", enabled)
-    return previous
 
 
 class ForwardKey(NamedTuple):
@@ -305,42 +233,6 @@ def _found_at(candidate: Any) -> Optional[Tuple[Tuple[Any, ...], str]]:
     the tests' planted candidates)."""
     variant = getattr(candidate, "variant", None)
     return None if variant is None else (variant, str(candidate.layouts))
-
-
-_choices = _ops.LRUCache(1 << 14) if _ops is not None else None
-_store = plan_store.PlanStore(plan_store.default_path)  # located on first use
-#: The shipped plan database (read on first use); MXDECONV_PLAN_DB=0: none.
-_database = plan_db.PlanDatabase(
-    plan_db.SHIPPED if env_word("MXDECONV_PLAN_DB", "on") == "on" else None)
-
-
-def set_plan_database(path: Optional[str]) -> None:
-    """Predict new layers' plans from the database file at ``path`` (the shipped
-    one is ``plan_db.SHIPPED``), or from none (None: oneDNN's first choice,
-    then tuning, as with ``MXDECONV_PLAN_DB=0``).  Choices made already stay."""
-    global _database
-    _database = plan_db.PlanDatabase(None if path is None else plan_db.Path(path))
-_warned: set = set()
-
-
-def _warn(candidate: Any, geom: DeconvGeometry, reason: str) -> None:
-    if isinstance(reason, kernel_check.Unverifiable):
-        return  # not a verdict on the kernel: the check cannot see its errors here
-    _warn_once((candidate.impl, candidate.family, candidate.bias_fused,
-                getattr(candidate, "act_type", None), getattr(candidate, "act_fused", False),
-                geom), repr(candidate), geom, reason)
-
-
-def _warn_once(key: tuple, name: str, geom: DeconvGeometry, reason: str) -> None:
-    if key in _warned:
-        return
-    _warned.add(key)
-    warnings.warn(KernelDefectWarning(
-        f"oneDNN kernel {name} gave a wrong result on data {geom.data_shape} -> "
-        f"{geom.out_shape}, kernel={geom.param.kernel}, stride={geom.param.stride}, "
-        f"dilate={geom.param.dilate}, pad_l={geom.pad_l}, pad_r={geom.pad_r}, "
-        f"num_group={geom.param.num_group}, bias={geom.bias_shape is not None}: {reason}; "
-        "another plan is used instead"), stacklevel=3)
 
 
 # -- what a plan costs, end to end ------------------------------------------------
@@ -483,10 +375,14 @@ def _known_defective(geom: DeconvGeometry, dtype: str) -> Callable[[Any], bool]:
 def _first_correct(geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
                    check: Callable[[Any], Optional[str]], threads: int,
                    skip: Iterable[int] = (),
-                   suspect: Optional[Callable[[Any], bool]] = None
+                   suspect: Optional[Callable[[Any], bool]] = None,
+                   warn: Optional[Callable[[Any, DeconvGeometry, str], None]] = None
                    ) -> Tuple[Optional[Any], Optional[Any], List[Tuple[str, str]]]:
     """The first candidate (not in ``skip``; those ``suspect`` names last)
-    whose plan agrees, its plan, the rejections."""
+    whose plan agrees, its plan, the rejections (each disagreement reported
+    to ``warn``, by default the default planner's)."""
+    if warn is None:
+        warn = _default._warn
     rejected: List[Tuple[str, str]] = []
     skip = set(skip)
     deferred: List[Any] = []
@@ -512,7 +408,7 @@ def _first_correct(geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]
             if reason is None:
                 return candidate, plan, rejected
             rejected.append((repr(candidate), reason))
-            _warn(candidate, geom, reason)
+            warn(candidate, geom, reason)
     return None, None, rejected
 
 
@@ -530,7 +426,8 @@ class _Timed:
 
 def _tuning_units(geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
                   check: Callable[[Any], Optional[str]], costs: "_Costs",
-                  cost: Callable[[Any], float], agreed: Iterable[Tuple[int, int]] = ()
+                  cost: Callable[[Any], float], agreed: Iterable[Tuple[int, int]] = (),
+                  warn: Optional[Callable[[Any, DeconvGeometry, str], None]] = None
                   ) -> Units:
     """The tuner, as units of work with a yield after each (one candidate built
     and estimated, one estimate refined, one plan checked), so that it can run
@@ -546,7 +443,10 @@ def _tuning_units(geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]]
     scratchpad of the thread that runs it, and one destroyed on another
     thread releases that thread's), and the units of a tuner spread over the
     calls run on whichever threads call the layer.  A unit that needs a plan
-    builds it again (oneDNN's primitive cache makes that cheap)."""
+    builds it again (oneDNN's primitive cache makes that cheap).  Each
+    disagreement is reported to ``warn`` (by default the default planner's)."""
+    if warn is None:
+        warn = _default._warn
     timed: List[_Timed] = []
     rejected: List[Tuple[str, str]] = []
     options = _thread_options(geom)
@@ -631,12 +531,13 @@ def _tuning_units(geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]]
         del plan  # not past this unit (see above)
         measured[position].verdict = f"rejected: {reason}"
         rejected.append((repr(candidate), reason))
-        _warn(candidate, geom, reason)
+        warn(candidate, geom, reason)
         yield
     # Nothing timed agreed: correctness first, whatever the time.
     threads = _ops.get_num_threads()
     tried = [e.candidate.index for e in timed if e.threads == threads]
-    candidate, plan, more = _first_correct(geom, candidates, check, threads, tried)
+    candidate, plan, more = _first_correct(geom, candidates, check, threads, tried,
+                                           warn=warn)
     rejected += more
     if candidate is None:
         return Choice(None, rejected=rejected, measured=measured), None
@@ -865,273 +766,8 @@ def _verdict(choice: Choice) -> Dict[str, Any]:
             "impl": choice.impl, "threads": choice.threads}
 
 
-def _untrusted_because(key: str, entry: Dict[str, Any], choice: Choice) -> Optional[str]:
-    """Why an entry's verdict cannot be taken as it is (None: it can): see
-    docs/reliability.rst, "The plan cache's trust model"."""
-    if not _store.vouched(key):
-        return "the cache file is not private to this user"
-    if entry.get(plan_store.VERDICT) != _verdict(choice):
-        return "its verdict was not reached on this library, CPU and candidate"
-    return None
-
-
-def _from_disk(key: PlanKey, geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
-               check: Callable[[Any], Optional[str]]) -> Tuple[Optional[Choice], Any, bool]:
-    """The choice kept on disk, its plan, and whether it was tuned, after
-    checking the entry; (None, None, False) when there is none or it does not
-    hold.  Its verdict is taken as it is only from an entry the store vouches
-    for whose verdict names this library, CPU and candidate; any other
-    entry's plan is checked again, and kept again as this process's verdict
-    when it agrees."""
-    store_key = _store_key(key, geom)
-    entry = _store.get(store_key)
-    choice = None if entry is None else _kept_choice(entry, geom)
-    if choice is None:
-        return None, None, False
-    try:
-        plan = _rebuild(choice, candidates)
-    except MXNetError:
-        return None, None, False
-    if plan is None:
-        return None, None, False  # stale: choose again
-    why = _untrusted_because(store_key, entry, choice)
-    if why is not None:
-        if check(plan) is not None:
-            return None, None, False  # no longer agreeing: choose again
-        choice.how += f" (checked again: {why})"
-        _store.put(store_key, dict(entry, **{plan_store.VERDICT: _verdict(choice)}),
-                   defer=True)
-    return choice, plan, entry["tuned"]
-
-
-def _keep(key: PlanKey, geom: DeconvGeometry, choice: Choice, tuned: bool) -> None:
-    """Keep a checked choice on disk, for this machine's later processes: a
-    tuned one, or a first correct one (a later process skips its check, and
-    tunes it on its calls)."""
-    _store.put(_store_key(key, geom), {
-        "index": choice.index, "threads": choice.threads, "impl": choice.impl,
-        "tuned": tuned,
-        "measured": [[m.candidate, m.threads, m.seconds, m.verdict]
-                     for m in choice.measured],
-        **({} if choice.found_at is None else
-           {"variant": list(choice.found_at[0]), "layouts": choice.found_at[1]}),
-        plan_store.VERDICT: _verdict(choice)},
-        defer=not tuned)  # first choices: one write for all, at the next or at exit
-
-
-#: Keys tuned on their later calls, until they settle (see finish_tuning).
-_pending: Dict[PlanKey, _Tuner] = {}
-_pending_lock = threading.Lock()
-#: Bumped whenever a tuned choice settles: prepared calls of plans still being
-#: tuned (_exec.Serving) go back to the planner then, and take the new choice.
-settlements = 0
-
-
-def _start_tuning(key: PlanKey, geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
-                  check: Callable[[Any], Optional[str]], cost: Callable[[Any], float],
-                  costs: "_Costs", first: Choice) -> _Tuner:
-    """A tuner for ``key``'s later calls; its result replaces ``first``."""
-    def settle(choice: Optional[Choice], plan: Any, why: str) -> None:
-        global settlements
-        with _pending_lock:
-            if _pending.get(key) is tuner:
-                del _pending[key]
-        if choice is None or plan is None:  # failed, or nothing agreed after all
-            choice = dataclasses.replace(
-                first, tuner=None,
-                how=f"first correct candidate ({why or 'the tuner found none that agreed'})")
-        else:
-            _keep(key, geom, choice, not _loaded(choice, load))
-            choice.seconds = first.seconds + tuner.seconds
-        _choices.put(key, choice)
-        with _pending_lock:
-            settlements += 1  # after the put: a call sent back now finds the choice
-
-    load = cpu_load.ForeignLoad()
-    tuner = _Tuner(_watched(_tuning_units(geom, candidates, check, costs, cost,
-                                          agreed=[(first.index, first.threads)]), load),
-                   settle)
-    with _pending_lock:
-        _pending[key] = tuner
-    return tuner
-
-
-def _predicted_choice(key: PlanKey, geom: DeconvGeometry,
-                      candidates: Callable[..., Iterable[Any]],
-                      check: Callable[[Any], Optional[str]], provisional: bool
-                      ) -> Tuple[Optional[Choice], Any]:
-    """The shipped database's confident choice for ``key`` and its plan, checked
-    (``provisional``: built only, its results checked, see PROVISIONAL_MACS);
-    (None, None) when it has none, the candidate is not offered here, or it
-    disagrees (then the key is chosen as without a database).  Only its
-    variant is enumerated: a new process's first call costs no other
-    descriptor."""
-    forward = isinstance(key, ForwardKey)
-    if forward and (key.accumulate or key.act_type is not None):
-        return None, None
-    prediction = _database.predict(
-        plan_db.LayerKey(key.what, key.dtype, forward and key.training, len(geom.spatial_in)),
-        geom,
-        _ops.get_num_threads(), _ops.cpu_isa())
-    if prediction is None or not prediction.confident:
-        return None, None
-    with _refused_lock:
-        if key in _refused:
-            return None, None
-    threads = 1 if prediction.choice.one_thread else _ops.get_num_threads()
-    if threads not in _thread_options(geom):
-        return None, None
-    with _ops.using_threads(threads):
-        candidate = next((c for c in candidates(prediction.choice.variant)
-                          if c.impl == prediction.choice.impl), None)
-        if candidate is None:
-            return None, None
-        try:
-            plan = candidate.build()
-        except MXNetError:
-            return None, None
-        reason = None if provisional else check(plan)
-    if reason is not None:
-        _warn(candidate, geom, reason)
-        return None, None
-    return Choice(candidate.index, threads, candidate.impl, f"predicted by {prediction.source}",
-                  found_at=_found_at(candidate), provisional=provisional,
-                  confident=True), plan
-
-
-def _first_choice(key: PlanKey, geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
-                  check: Callable[[Any], Optional[str]], provisional: bool = False
-                  ) -> Tuple[Choice, Any]:
-    """The first correct candidate on the caller's threads and its plan (kept
-    on disk with tuning on: a later process skips the check).  ``provisional``:
-    the first candidate that builds, unchecked (see PROVISIONAL_MACS)."""
-    threads = _ops.get_num_threads()
-    suspect = _known_suspect(geom) if key.what == "forward" else None
-    with _refused_lock:
-        skip = {index for index, on in _refused.get(key, ()) if on == threads}
-    if provisional and not skip:
-        candidate, plan, rejected = _first_correct(geom, candidates, lambda plan: None,
-                                                   threads, suspect=suspect)
-    else:
-        candidate, plan, rejected = _first_correct(geom, candidates, check, threads, skip,
-                                                   suspect=suspect)
-        provisional = False
-    choice = Choice(None if candidate is None else candidate.index, threads,
-                    "" if candidate is None else candidate.impl, rejected=rejected,
-                    found_at=None if candidate is None else _found_at(candidate),
-                    provisional=provisional and plan is not None)
-    if tuning_on and plan is not None and not choice.provisional:
-        _keep(key, geom, choice, False)
-    return choice, plan
-
-
-def _tuned_now(key: PlanKey, geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
-               check: Callable[[Any], Optional[str]], costs: "_Costs",
-               cost: Callable[[Any], float], agreed: Iterable[Tuple[int, int]] = ()
-               ) -> Tuple[Choice, Any]:
-    """Eager tuning: all the tuner's units at once, the choice kept on disk
-    (as tuned unless other processes loaded the CPUs meanwhile)."""
-    load = cpu_load.ForeignLoad()
-    choice, plan = _to_the_end(_watched(_tuning_units(geom, candidates, check, costs, cost,
-                                                      agreed), load))
-    if plan is not None:
-        _keep(key, geom, choice, not _loaded(choice, load))
-    return choice, plan
-
-
-def _choose(key: PlanKey, geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
-            make_check: Callable[[], kernel_check.Check], costs: "_Costs",
-            cost: Callable[[Any], float], provisional: bool = False) -> Tuple[Choice, Any]:
-    """A new key's plan: the kept choice, else the first correct candidate
-    (``provisional``: the first that builds, see PROVISIONAL_MACS); unless
-    tuned, with a tuner for the key's later calls (eager tuning,
-    MXDECONV_TUNE=eager, tunes to the end here instead)."""
-    start = time.perf_counter()
-    check = make_check()
-    what = key.what.replace("_", " ")
-    try:
-        choice, plan, tuned = _from_disk(key, geom, candidates, check) if tuning_on else \
-            (None, None, False)
-        if choice is None and tuning_on and not _eager:
-            choice, plan = _predicted_choice(key, geom, candidates, check, provisional)
-        if choice is None:  # eager tuning too starts from it: the same choice either way
-            choice, plan = _first_choice(key, geom, candidates, check,
-                                         provisional and not _eager)
-        if _deterministic and plan is not None:
-            choice.how += ("; deterministic mode: checked before its first call, never "
-                           "tuned, kept for the process")
-        if choice.provisional:
-            pass  # checked, kept and tuned from its next call on (_confirm)
-        elif choice.confident:
-            _keep(key, geom, choice, True)  # kept as a tuned choice: never tuned
-        elif tuning_on and plan is not None and not tuned:
-            agreed = [(choice.index, choice.threads)]
-            if _eager:  # tune from the first choice now
-                tuned_choice, tuned_plan = _tuned_now(key, geom, candidates, check, costs,
-                                                      cost, agreed)
-                if tuned_plan is not None:
-                    choice, plan = tuned_choice, tuned_plan
-            else:
-                choice.how += "; tuned on this layer's later calls"
-                choice.tuner = _start_tuning(key, geom, candidates, check, cost, costs,
-                                             choice)
-    except kernel_check.CheckUnavailable as error:  # no verdict: try again next call
-        choice, plan = Choice(None, reason=str(error), transient=True), None
-    except MXNetError as error:  # oneDNN refused the pass outright
-        choice, plan = Choice(None, reason=str(error)), None
-    finally:
-        _ops.release_timing_buffers()
-    choice.seconds = time.perf_counter() - start
-    choice.key = key
-    if plan is None and not choice.reason:
-        choice.reason = "; ".join(f"{c}: {r}" for c, r in choice.rejected) or (
-            f"oneDNN {_ops.onednn_version()} has no {what} implementation for this geometry "
-            f"and dtype on this CPU (ISA {_ops.cpu_isa()})")
-    return choice, plan
-
-
 def _same(one: Choice, other: Choice) -> bool:
     return (one.index, one.threads, one.impl) == (other.index, other.threads, other.impl)
-
-
-def _plan(key: PlanKey, geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
-          make_check: Callable[[], kernel_check.Check], costs: "_Costs",
-          cost: Callable[[Any], float], provisional: bool = False) -> Union[Any, Unavailable]:
-    plan = _ops.cache(key)
-    if plan is not None and (type(plan) is Unavailable or (
-            plan.verdict.tuner is None and not plan.verdict.provisional)):
-        return plan
-    choice = _choices.get(key)
-    if choice is not None and choice.provisional:  # its next call: the kernel check
-        choice = _confirm(key, geom, candidates, make_check, costs, cost, choice,
-                          plan if plan is not None and plan.verdict is choice else None)
-    if choice is not None:
-        if choice.tuner is not None:  # being tuned on its calls: one unit, perhaps
-            choice.tuner.step()
-            choice = _choices.get(key) or choice  # settled by that unit, perhaps
-        if plan is not None and not _same(plan.verdict, choice):
-            plan = None  # this thread's plan is not the choice any more
-        if plan is None and choice.index is not None:  # chosen by another thread, or before
-            plan = _rebuild(choice, candidates)
-            if plan is None:  # its candidate is not where it was: choose again
-                choice = None
-    if choice is None:
-        choice, plan = _choose(key, geom, candidates, make_check, costs, cost, provisional)
-        if choice.transient:
-            return Unavailable(choice.verdict())
-        _choices.put(key, choice)
-        if choice.provisional:
-            with _refused_lock:
-                _unconfirmed[key] = lambda: _confirm(key, geom, candidates, make_check,
-                                                     costs, cost, choice, None)
-    if plan is None:
-        unavailable = Unavailable(choice.verdict())
-        _ops.cache_put(key, unavailable)
-        return unavailable
-    plan.verdict = choice
-    _ops.cache_put(key, plan)
-    return plan
-
 
 def settled(plan: Any) -> bool:
     """Whether ``plan`` (a forward plan or BackwardPlans) is final: not a first
@@ -1148,92 +784,6 @@ def provisional(plan: Any) -> bool:
     results must pass :mod:`~mxdeconv.onednn.result_check` (then
     :func:`refuse` it if one does not)."""
     return plan.verdict.provisional
-
-
-#: Provisional choices' confirmations, for finish_tuning (by key).
-_unconfirmed: Dict[PlanKey, Callable[[], Any]] = {}
-#: Keys whose provisional choice was refused, with the (candidate index,
-#: threads) refused: they are chosen with the kernel check from then on.
-_refused: Dict[PlanKey, set] = {}
-_refused_lock = threading.RLock()
-#: One lock per key whose provisional choice is being confirmed: callers of
-#: that key wait for its check, no other layer does.
-_confirming: Dict[PlanKey, threading.Lock] = {}
-
-
-def _confirm(key: PlanKey, geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
-             make_check: Callable[[], kernel_check.Check], costs: "_Costs",
-             cost: Callable[[Any], float], choice: Choice, plan: Any) -> Optional[Choice]:
-    """Run the kernel check on a provisional choice (``plan``: its plan on this
-    thread, or None): the choice, now checked, kept and tuned as a first
-    correct candidate is; or None when the check refused it (choose again).
-    Only callers of the same key wait for the check: no lock that other
-    layers need is held while it runs."""
-    with _refused_lock:
-        if not choice.provisional or _choices.get(key) is not choice:
-            return _choices.get(key)  # another thread confirmed or refused it meanwhile
-        gate = _confirming.setdefault(key, threading.Lock())
-    with gate:
-        with _refused_lock:
-            if not choice.provisional or _choices.get(key) is not choice:
-                return _choices.get(key)  # confirmed or refused while this one waited
-            _unconfirmed.pop(key, None)
-        begun = time.perf_counter()
-        check = make_check()
-        try:
-            with _ops.using_threads(choice.threads):
-                if plan is None:
-                    plan = _rebuild(choice, candidates)
-                reason = ("its candidate is no longer where it was" if plan is None
-                          else check(plan))
-        except kernel_check.CheckUnavailable:
-            with _refused_lock:
-                _unconfirmed[key] = lambda: _confirm(key, geom, candidates, make_check, costs,
-                                                     cost, choice, None)
-            return choice  # no verdict for now: still provisional, its results checked
-        except MXNetError as error:
-            reason = str(error)
-        finally:
-            _ops.release_timing_buffers()
-        if reason is not None:
-            _refuse(choice, geom, reason)
-            return None
-        choice = dataclasses.replace(choice, provisional=False,
-                                     seconds=choice.seconds + time.perf_counter() - begun)
-        if choice.confident:
-            _keep(key, geom, choice, True)  # predicted: never tuned
-        elif tuning_on:
-            _keep(key, geom, choice, False)
-            if _eager:
-                tuned, tuned_plan = _tuned_now(key, geom, candidates, check, costs,
-                                               cost, [(choice.index, choice.threads)])
-                if tuned_plan is not None:
-                    choice = dataclasses.replace(tuned, key=key)
-            else:
-                choice.how += "; tuned on this layer's later calls"
-                choice.tuner = _start_tuning(key, geom, candidates, check, cost, costs,
-                                             choice)
-        _choices.put(key, choice)
-        return choice
-
-
-def _refuse(choice: Choice, geom: DeconvGeometry, reason: str) -> None:
-    with _refused_lock:
-        _warn_once((choice.impl, "provisional", choice.threads, choice.key), choice.impl,
-                   geom, reason)
-        # A predicted choice's index is its variant's, not the enumeration's:
-        # none is skipped then, but the key is chosen with the kernel check.
-        _refused.setdefault(choice.key, set()).add(
-            (-1 if choice.confident else choice.index, choice.threads))
-        if _choices.get(choice.key) is choice:
-            _choices.put(choice.key, None)  # the next visit chooses again, checked
-
-
-def refuse(plan: Any, geom: DeconvGeometry, reason: str) -> None:
-    """A provisional plan's result disagreed (``reason``): warn once, and choose
-    the key's plan again with the kernel check, without this candidate (the
-    caller prepares the call again and runs it again)."""
-    _refuse(plan.verdict, geom, reason)
 
 
 def _tuners(plan: Any, seconds: float) -> List[Tuple[_Tuner, float]]:
@@ -1266,76 +816,9 @@ def serve(plan: Any, seconds: float) -> int:
         tuner.earn(share, calls)
     return calls
 
-
-def pending() -> int:
-    """How many layer passes are still being tuned on their calls (or are
-    provisional, their kernel check still to run)."""
-    with _refused_lock:
-        unconfirmed = len(_unconfirmed)
-    with _pending_lock:
-        return len(_pending) + unconfirmed
-
-
-def finish_tuning() -> int:
-    """Check every provisional layer pass and tune every layer pass still being
-    tuned on its calls to the end, now (for a server: run each layer once,
-    then call this before serving); their next calls use the tuned plans.
-    Returns how many were finished."""
-    with _refused_lock:
-        confirmations = list(_unconfirmed.items())
-        _unconfirmed.clear()
-    for _, confirm in confirmations:
-        confirm()
-    with _pending_lock:
-        tuners = list(_pending.items())
-    for _, tuner in tuners:
-        tuner.finish()
-    return len({key for key, _ in confirmations} | {key for key, _ in tuners})
-
-
-def _may_be_provisional(geom: DeconvGeometry, dtype: str, what: str) -> bool:
-    """Whether a new key's first call of pass ``what`` may run provisionally
-    (PROVISIONAL_MACS): float32 (result_check's bound is float32's), a big
-    layer, a sample that sees every defect the kernel check sees on it
-    (:func:`~mxdeconv.onednn.result_check.blind_spot`), and the feature on
-    (set_provisional, not deterministic mode)."""
-    return (_provisional_on and not _deterministic and dtype == "float32"
-            and result_check.pass_macs(geom) >= PROVISIONAL_MACS
-            and result_check.blind_spot(geom, what) is None)
-
-
 def _only(variant: Optional[tuple]) -> Dict[str, Any]:
     """The candidates functions' keyword for one variant (none for all)."""
     return {} if variant is None else {"variant": variant}
-
-
-def forward_plan(geom: DeconvGeometry, dtype: str, training: bool, accumulate: bool,
-                 act_type: Optional[str] = None) -> Union[Any, Unavailable]:
-    """The forward plan (``accumulate``: req=add as a sum post-op; ``act_type``:
-    an activation after the bias, one of ``_ops.ELTWISE_ACTIVATIONS``, fused as
-    an eltwise post-op where the check can verify it, else by a separate
-    eltwise primitive).  An activation is part of the key, in memory and on
-    disk (where None adds nothing, so the keys of plans without one stay)."""
-    key = ForwardKey("forward", geom, dtype, training, accumulate, act_type,
-                     _ops.get_num_threads(), tuning_on)
-    fuse = act_type is not None and kernel_check.can_check_fused(act_type, dtype)
-    costs = _Costs()
-    # Without an activation, the arguments of earlier versions, for wrappers of these.
-    extra = () if act_type is None else (act_type, fuse)
-
-    def candidates(variant: Optional[tuple] = None) -> Iterable[Any]:
-        return _ops.forward_candidates(geom, dtype, training, accumulate, *extra,
-                                       **_only(variant))
-    if act_type is None:
-        make_check = lambda: kernel_check.forward_check(geom, dtype, accumulate)  # noqa: E731
-    else:
-        make_check = lambda: kernel_check.forward_check(  # noqa: E731
-            geom, dtype, accumulate, act_type)
-    return _plan(key, geom, candidates, make_check, costs,
-                 lambda plan: _forward_cost(costs, plan, training, accumulate),
-                 _may_be_provisional(geom, dtype, "forward") and act_type is None
-                 and not accumulate)
-
 
 @dataclass(frozen=True)
 class BackwardPlans:
@@ -1345,12 +828,672 @@ class BackwardPlans:
     weights: Any
 
 
-def _training_forward_weights(geom: DeconvGeometry, dtype: str, threads: int) -> Any:
-    """The weight layout of this thread's training forward plan for ``geom``
-    (without req=add or an activation; None: none planned yet)."""
-    plan = _ops.cache_peek(ForwardKey("forward", geom, dtype, True, False, None, threads,
-                                      tuning_on))
-    return None if plan is None or isinstance(plan, Unavailable) else plan.weights
+# -- the planner object -------------------------------------------------------------
+class Planner:
+    """The planner's state: the choices made, the plan cache on disk, the
+    shipped database, the passes still tuned or still provisional, the
+    settings.  The module's functions act on one default instance
+    (:func:`use_planner` installs another, as the tests do for a planner
+    afresh); its key settings are mirrored in the module attributes the
+    compiled hot path reads once per call (``tuning_on``, ``settlements``).
+
+    ``store``: the plan cache (default: the user's cache file, located on first
+    use); ``database``: the plan database (default: the shipped one unless
+    ``MXDECONV_PLAN_DB=0``); the settings default to the environment's
+    (``MXDECONV_TUNE``, ``MXDECONV_DETERMINISTIC``, ``MXDECONV_PROVISIONAL``).
+    """
+
+    def __init__(self, store: Optional[plan_store.PlanStore] = None,
+                 database: Optional[plan_db.PlanDatabase] = None, *,
+                 tuning: Optional[bool] = None, eager: Optional[bool] = None,
+                 deterministic: Optional[bool] = None,
+                 provisional: Optional[bool] = None) -> None:
+        env_tuning, env_eager = _env_tuning()
+        #: Whether tuning is asked for (set_tuning, MXDECONV_TUNE) and whether a
+        #: new layer is tuned to the end at its first call (set_eager_tuning).
+        self.tuning_wanted = env_tuning if tuning is None else tuning
+        self.eager = env_eager if eager is None else eager
+        #: Deterministic mode (set_deterministic, MXDECONV_DETERMINISTIC): no
+        #: tuning, no provisional first call, so a layer's plan never changes.
+        self.deterministic_on = (env_word("MXDECONV_DETERMINISTIC", "off") == "on"
+                                 if deterministic is None else deterministic)
+        self.provisional_on = (env_word("MXDECONV_PROVISIONAL", "on") == "on"
+                               if provisional is None else provisional)
+        #: The choices made, by planner key (None: chosen again on the next visit).
+        self.choices = _ops.LRUCache(1 << 14) if _ops is not None else None
+        #: The plan cache on disk.
+        self.store = plan_store.PlanStore(plan_store.default_path) if store is None \
+            else store
+        #: The shipped plan database (read on first use); MXDECONV_PLAN_DB=0: none.
+        self.database = plan_db.PlanDatabase(
+            plan_db.SHIPPED if env_word("MXDECONV_PLAN_DB", "on") == "on" else None) \
+            if database is None else database
+        #: The kernel defects warned about (each once).
+        self.warned: set = set()
+        #: Keys tuned on their later calls, until they settle (see finish_tuning).
+        self.tuners: Dict[PlanKey, _Tuner] = {}
+        self.tuners_lock = threading.Lock()
+        #: Bumped whenever a tuned choice settles: prepared calls of plans still
+        #: being tuned (_exec.Serving) go back to the planner then, and take the
+        #: new choice (the module's ``settlements`` follows the default planner's).
+        self.settlements = 0
+        #: Provisional choices' confirmations, for finish_tuning (by key).
+        self.unconfirmed: Dict[PlanKey, Callable[[], Any]] = {}
+        #: Keys whose provisional choice was refused, with the (candidate index,
+        #: threads) refused: they are chosen with the kernel check from then on.
+        self.refused: Dict[PlanKey, set] = {}
+        self.refused_lock = threading.RLock()
+        #: One lock per key whose provisional choice is being confirmed: callers
+        #: of that key wait for its check, no other layer does.
+        self.confirming: Dict[PlanKey, threading.Lock] = {}
+
+    @property
+    def tuning_on(self) -> bool:
+        """Whether new plans are tuned: asked for and not deterministic."""
+        return self.tuning_wanted and not self.deterministic_on
+
+    def afresh(self, store: Optional[plan_store.PlanStore] = None) -> "Planner":
+        """A new planner with this one's settings and database, nothing chosen
+        yet, and ``store`` (None: this one's)."""
+        return Planner(self.store if store is None else store, self.database,
+                       tuning=self.tuning_wanted, eager=self.eager,
+                       deterministic=self.deterministic_on, provisional=self.provisional_on)
+
+    def _published(self) -> None:
+        """Mirror this planner's settings and settlements into the module
+        attributes the compiled hot path reads, if it is the default one."""
+        if self is _default:
+            _publish(self)
+
+    # -- settings ----------------------------------------------------------------
+    def set_tuning(self, enabled: bool) -> bool:
+        previous, self.tuning_wanted = self.tuning_wanted, _flag("set_tuning", enabled)
+        self._published()
+        return previous
+
+    def set_deterministic(self, enabled: bool) -> bool:
+        previous, self.deterministic_on = (self.deterministic_on,
+                                           _flag("set_deterministic", enabled))
+        self._published()
+        return previous
+
+    def set_provisional(self, enabled: bool) -> bool:
+        previous, self.provisional_on = self.provisional_on, _flag("set_provisional", enabled)
+        return previous
+
+    def set_eager_tuning(self, enabled: bool) -> bool:
+        previous, self.eager = self.eager, _flag("set_eager_tuning", enabled)
+        return previous
+
+    def set_plan_database(self, path: Optional[str]) -> None:
+        self.database = plan_db.PlanDatabase(None if path is None else plan_db.Path(path))
+
+    # -- kernel defects ------------------------------------------------------------
+    def _warn(self, candidate: Any, geom: DeconvGeometry, reason: str) -> None:
+        if isinstance(reason, kernel_check.Unverifiable):
+            return  # not a verdict on the kernel: the check cannot see its errors here
+        self._warn_once((candidate.impl, candidate.family, candidate.bias_fused,
+                         getattr(candidate, "act_type", None),
+                         getattr(candidate, "act_fused", False), geom),
+                        repr(candidate), geom, reason)
+
+    def _warn_once(self, key: tuple, name: str, geom: DeconvGeometry, reason: str) -> None:
+        if key in self.warned:
+            return
+        self.warned.add(key)
+        warnings.warn(KernelDefectWarning(
+            f"oneDNN kernel {name} gave a wrong result on data {geom.data_shape} -> "
+            f"{geom.out_shape}, kernel={geom.param.kernel}, stride={geom.param.stride}, "
+            f"dilate={geom.param.dilate}, pad_l={geom.pad_l}, pad_r={geom.pad_r}, "
+            f"num_group={geom.param.num_group}, bias={geom.bias_shape is not None}: "
+            f"{reason}; another plan is used instead"), stacklevel=3)
+
+    # -- the plan cache's entries --------------------------------------------------
+
+    def _untrusted_because(self, key: str, entry: Dict[str, Any], choice: Choice) -> Optional[str]:
+        """Why an entry's verdict cannot be taken as it is (None: it can): see
+        docs/reliability.rst, "The plan cache's trust model"."""
+        if not self.store.vouched(key):
+            return "the cache file is not private to this user"
+        if entry.get(plan_store.VERDICT) != _verdict(choice):
+            return "its verdict was not reached on this library, CPU and candidate"
+        return None
+
+    def _from_disk(self, key: PlanKey, geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
+                   check: Callable[[Any], Optional[str]]) -> Tuple[Optional[Choice], Any, bool]:
+        """The choice kept on disk, its plan, and whether it was tuned, after
+        checking the entry; (None, None, False) when there is none or it does not
+        hold.  Its verdict is taken as it is only from an entry the store vouches
+        for whose verdict names this library, CPU and candidate; any other
+        entry's plan is checked again, and kept again as this process's verdict
+        when it agrees."""
+        store_key = _store_key(key, geom)
+        entry = self.store.get(store_key)
+        choice = None if entry is None else _kept_choice(entry, geom)
+        if choice is None:
+            return None, None, False
+        try:
+            plan = _rebuild(choice, candidates)
+        except MXNetError:
+            return None, None, False
+        if plan is None:
+            return None, None, False  # stale: choose again
+        why = self._untrusted_because(store_key, entry, choice)
+        if why is not None:
+            if check(plan) is not None:
+                return None, None, False  # no longer agreeing: choose again
+            choice.how += f" (checked again: {why})"
+            self.store.put(store_key, dict(entry, **{plan_store.VERDICT: _verdict(choice)}),
+                       defer=True)
+        return choice, plan, entry["tuned"]
+
+    def _keep(self, key: PlanKey, geom: DeconvGeometry, choice: Choice, tuned: bool) -> None:
+        """Keep a checked choice on disk, for this machine's later processes: a
+        tuned one, or a first correct one (a later process skips its check, and
+        tunes it on its calls)."""
+        self.store.put(_store_key(key, geom), {
+            "index": choice.index, "threads": choice.threads, "impl": choice.impl,
+            "tuned": tuned,
+            "measured": [[m.candidate, m.threads, m.seconds, m.verdict]
+                         for m in choice.measured],
+            **({} if choice.found_at is None else
+               {"variant": list(choice.found_at[0]), "layouts": choice.found_at[1]}),
+            plan_store.VERDICT: _verdict(choice)},
+            defer=not tuned)  # first choices: one write for all, at the next or at exit
+
+    def _start_tuning(self, key: PlanKey, geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
+                      check: Callable[[Any], Optional[str]], cost: Callable[[Any], float],
+                      costs: "_Costs", first: Choice) -> _Tuner:
+        """A tuner for ``key``'s later calls; its result replaces ``first``."""
+        def settle(choice: Optional[Choice], plan: Any, why: str) -> None:
+            with self.tuners_lock:
+                if self.tuners.get(key) is tuner:
+                    del self.tuners[key]
+            if choice is None or plan is None:  # failed, or nothing agreed after all
+                choice = dataclasses.replace(
+                    first, tuner=None,
+                    how=f"first correct candidate ({why or 'the tuner found none that agreed'})")
+            else:
+                self._keep(key, geom, choice, not _loaded(choice, load))
+                choice.seconds = first.seconds + tuner.seconds
+            self.choices.put(key, choice)
+            with self.tuners_lock:
+                self.settlements += 1  # after the put: a call sent back now finds the choice
+                self._published()
+
+        load = cpu_load.ForeignLoad()
+        tuner = _Tuner(_watched(_tuning_units(geom, candidates, check, costs, cost,
+                                              agreed=[(first.index, first.threads)],
+                                              warn=self._warn), load),
+                       settle)
+        with self.tuners_lock:
+            self.tuners[key] = tuner
+        return tuner
+
+    def _predicted_choice(self, key: PlanKey, geom: DeconvGeometry,
+                          candidates: Callable[..., Iterable[Any]],
+                          check: Callable[[Any], Optional[str]], provisional: bool
+                          ) -> Tuple[Optional[Choice], Any]:
+        """The shipped database's confident choice for ``key`` and its plan, checked
+        (``provisional``: built only, its results checked, see PROVISIONAL_MACS);
+        (None, None) when it has none, the candidate is not offered here, or it
+        disagrees (then the key is chosen as without a database).  Only its
+        variant is enumerated: a new process's first call costs no other
+        descriptor."""
+        forward = isinstance(key, ForwardKey)
+        if forward and (key.accumulate or key.act_type is not None):
+            return None, None
+        prediction = self.database.predict(
+            plan_db.LayerKey(key.what, key.dtype, forward and key.training, len(geom.spatial_in)),
+            geom,
+            _ops.get_num_threads(), _ops.cpu_isa())
+        if prediction is None or not prediction.confident:
+            return None, None
+        with self.refused_lock:
+            if key in self.refused:
+                return None, None
+        threads = 1 if prediction.choice.one_thread else _ops.get_num_threads()
+        if threads not in _thread_options(geom):
+            return None, None
+        with _ops.using_threads(threads):
+            candidate = next((c for c in candidates(prediction.choice.variant)
+                              if c.impl == prediction.choice.impl), None)
+            if candidate is None:
+                return None, None
+            try:
+                plan = candidate.build()
+            except MXNetError:
+                return None, None
+            reason = None if provisional else check(plan)
+        if reason is not None:
+            self._warn(candidate, geom, reason)
+            return None, None
+        return Choice(candidate.index, threads, candidate.impl, f"predicted by {prediction.source}",
+                      found_at=_found_at(candidate), provisional=provisional,
+                      confident=True), plan
+
+    def _first_choice(self, key: PlanKey, geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
+                      check: Callable[[Any], Optional[str]], provisional: bool = False
+                      ) -> Tuple[Choice, Any]:
+        """The first correct candidate on the caller's threads and its plan (kept
+        on disk with tuning on: a later process skips the check).  ``provisional``:
+        the first candidate that builds, unchecked (see PROVISIONAL_MACS)."""
+        threads = _ops.get_num_threads()
+        suspect = _known_suspect(geom) if key.what == "forward" else None
+        with self.refused_lock:
+            skip = {index for index, on in self.refused.get(key, ()) if on == threads}
+        if provisional and not skip:
+            candidate, plan, rejected = _first_correct(geom, candidates, lambda plan: None,
+                                                       threads, suspect=suspect, warn=self._warn)
+        else:
+            candidate, plan, rejected = _first_correct(geom, candidates, check, threads, skip,
+                                                       suspect=suspect, warn=self._warn)
+            provisional = False
+        choice = Choice(None if candidate is None else candidate.index, threads,
+                        "" if candidate is None else candidate.impl, rejected=rejected,
+                        found_at=None if candidate is None else _found_at(candidate),
+                        provisional=provisional and plan is not None)
+        if self.tuning_on and plan is not None and not choice.provisional:
+            self._keep(key, geom, choice, False)
+        return choice, plan
+
+    def _tuned_now(self, key: PlanKey, geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
+                   check: Callable[[Any], Optional[str]], costs: "_Costs",
+                   cost: Callable[[Any], float], agreed: Iterable[Tuple[int, int]] = ()
+                   ) -> Tuple[Choice, Any]:
+        """Eager tuning: all the tuner's units at once, the choice kept on disk
+        (as tuned unless other processes loaded the CPUs meanwhile)."""
+        load = cpu_load.ForeignLoad()
+        choice, plan = _to_the_end(_watched(_tuning_units(geom, candidates, check, costs, cost,
+                                                          agreed, warn=self._warn), load))
+        if plan is not None:
+            self._keep(key, geom, choice, not _loaded(choice, load))
+        return choice, plan
+
+    def _choose(self, key: PlanKey, geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
+                make_check: Callable[[], kernel_check.Check], costs: "_Costs",
+                cost: Callable[[Any], float], provisional: bool = False) -> Tuple[Choice, Any]:
+        """A new key's plan: the kept choice, else the first correct candidate
+        (``provisional``: the first that builds, see PROVISIONAL_MACS); unless
+        tuned, with a tuner for the key's later calls (eager tuning,
+        MXDECONV_TUNE=eager, tunes to the end here instead)."""
+        start = time.perf_counter()
+        check = make_check()
+        what = key.what.replace("_", " ")
+        try:
+            choice, plan, tuned = self._from_disk(key, geom, candidates, check) if self.tuning_on else \
+                (None, None, False)
+            if choice is None and self.tuning_on and not self.eager:
+                choice, plan = self._predicted_choice(key, geom, candidates, check, provisional)
+            if choice is None:  # eager tuning too starts from it: the same choice either way
+                choice, plan = self._first_choice(key, geom, candidates, check,
+                                             provisional and not self.eager)
+            if self.deterministic_on and plan is not None:
+                choice.how += ("; deterministic mode: checked before its first call, never "
+                               "tuned, kept for the process")
+            if choice.provisional:
+                pass  # checked, kept and tuned from its next call on (_confirm)
+            elif choice.confident:
+                self._keep(key, geom, choice, True)  # kept as a tuned choice: never tuned
+            elif self.tuning_on and plan is not None and not tuned:
+                agreed = [(choice.index, choice.threads)]
+                if self.eager:  # tune from the first choice now
+                    tuned_choice, tuned_plan = self._tuned_now(key, geom, candidates, check, costs,
+                                                          cost, agreed)
+                    if tuned_plan is not None:
+                        choice, plan = tuned_choice, tuned_plan
+                else:
+                    choice.how += "; tuned on this layer's later calls"
+                    choice.tuner = self._start_tuning(key, geom, candidates, check, cost, costs,
+                                                 choice)
+        except kernel_check.CheckUnavailable as error:  # no verdict: try again next call
+            choice, plan = Choice(None, reason=str(error), transient=True), None
+        except MXNetError as error:  # oneDNN refused the pass outright
+            choice, plan = Choice(None, reason=str(error)), None
+        finally:
+            _ops.release_timing_buffers()
+        choice.seconds = time.perf_counter() - start
+        choice.key = key
+        if plan is None and not choice.reason:
+            choice.reason = "; ".join(f"{c}: {r}" for c, r in choice.rejected) or (
+                f"oneDNN {_ops.onednn_version()} has no {what} implementation for this geometry "
+                f"and dtype on this CPU (ISA {_ops.cpu_isa()})")
+        return choice, plan
+
+    def _plan(self, key: PlanKey, geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
+              make_check: Callable[[], kernel_check.Check], costs: "_Costs",
+              cost: Callable[[Any], float], provisional: bool = False) -> Union[Any, Unavailable]:
+        plan = _ops.cache(key)
+        if plan is not None and (type(plan) is Unavailable or (
+                plan.verdict.tuner is None and not plan.verdict.provisional)):
+            return plan
+        choice = self.choices.get(key)
+        if choice is not None and choice.provisional:  # its next call: the kernel check
+            choice = self._confirm(key, geom, candidates, make_check, costs, cost, choice,
+                              plan if plan is not None and plan.verdict is choice else None)
+        if choice is not None:
+            if choice.tuner is not None:  # being tuned on its calls: one unit, perhaps
+                choice.tuner.step()
+                choice = self.choices.get(key) or choice  # settled by that unit, perhaps
+            if plan is not None and not _same(plan.verdict, choice):
+                plan = None  # this thread's plan is not the choice any more
+            if plan is None and choice.index is not None:  # chosen by another thread, or before
+                plan = _rebuild(choice, candidates)
+                if plan is None:  # its candidate is not where it was: choose again
+                    choice = None
+        if choice is None:
+            choice, plan = self._choose(key, geom, candidates, make_check, costs, cost, provisional)
+            if choice.transient:
+                return Unavailable(choice.verdict())
+            self.choices.put(key, choice)
+            if choice.provisional:
+                with self.refused_lock:
+                    self.unconfirmed[key] = lambda: self._confirm(key, geom, candidates, make_check,
+                                                         costs, cost, choice, None)
+        if plan is None:
+            unavailable = Unavailable(choice.verdict())
+            _ops.cache_put(key, unavailable)
+            return unavailable
+        plan.verdict = choice
+        _ops.cache_put(key, plan)
+        return plan
+
+    def _confirm(self, key: PlanKey, geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
+                 make_check: Callable[[], kernel_check.Check], costs: "_Costs",
+                 cost: Callable[[Any], float], choice: Choice, plan: Any) -> Optional[Choice]:
+        """Run the kernel check on a provisional choice (``plan``: its plan on this
+        thread, or None): the choice, now checked, kept and tuned as a first
+        correct candidate is; or None when the check refused it (choose again).
+        Only callers of the same key wait for the check: no lock that other
+        layers need is held while it runs."""
+        with self.refused_lock:
+            if not choice.provisional or self.choices.get(key) is not choice:
+                return self.choices.get(key)  # another thread confirmed or refused it meanwhile
+            gate = self.confirming.setdefault(key, threading.Lock())
+        with gate:
+            with self.refused_lock:
+                if not choice.provisional or self.choices.get(key) is not choice:
+                    return self.choices.get(key)  # confirmed or refused while this one waited
+                self.unconfirmed.pop(key, None)
+            begun = time.perf_counter()
+            check = make_check()
+            try:
+                with _ops.using_threads(choice.threads):
+                    if plan is None:
+                        plan = _rebuild(choice, candidates)
+                    reason = ("its candidate is no longer where it was" if plan is None
+                              else check(plan))
+            except kernel_check.CheckUnavailable:
+                with self.refused_lock:
+                    self.unconfirmed[key] = lambda: self._confirm(key, geom, candidates, make_check, costs,
+                                                         cost, choice, None)
+                return choice  # no verdict for now: still provisional, its results checked
+            except MXNetError as error:
+                reason = str(error)
+            finally:
+                _ops.release_timing_buffers()
+            if reason is not None:
+                self._refuse(choice, geom, reason)
+                return None
+            choice = dataclasses.replace(choice, provisional=False,
+                                         seconds=choice.seconds + time.perf_counter() - begun)
+            if choice.confident:
+                self._keep(key, geom, choice, True)  # predicted: never tuned
+            elif self.tuning_on:
+                self._keep(key, geom, choice, False)
+                if self.eager:
+                    tuned, tuned_plan = self._tuned_now(key, geom, candidates, check, costs,
+                                                   cost, [(choice.index, choice.threads)])
+                    if tuned_plan is not None:
+                        choice = dataclasses.replace(tuned, key=key)
+                else:
+                    choice.how += "; tuned on this layer's later calls"
+                    choice.tuner = self._start_tuning(key, geom, candidates, check, cost, costs,
+                                                 choice)
+            self.choices.put(key, choice)
+            return choice
+
+    def _refuse(self, choice: Choice, geom: DeconvGeometry, reason: str) -> None:
+        with self.refused_lock:
+            self._warn_once((choice.impl, "provisional", choice.threads, choice.key), choice.impl,
+                       geom, reason)
+            # A predicted choice's index is its variant's, not the enumeration's:
+            # none is skipped then, but the key is chosen with the kernel check.
+            self.refused.setdefault(choice.key, set()).add(
+                (-1 if choice.confident else choice.index, choice.threads))
+            if self.choices.get(choice.key) is choice:
+                self.choices.put(choice.key, None)  # the next visit chooses again, checked
+
+    def refuse(self, plan: Any, geom: DeconvGeometry, reason: str) -> None:
+        """A provisional plan's result disagreed (``reason``): warn once, and choose
+        the key's plan again with the kernel check, without this candidate (the
+        caller prepares the call again and runs it again)."""
+        self._refuse(plan.verdict, geom, reason)
+
+    def pending(self) -> int:
+        """How many layer passes are still being tuned on their calls (or are
+        provisional, their kernel check still to run)."""
+        with self.refused_lock:
+            unconfirmed = len(self.unconfirmed)
+        with self.tuners_lock:
+            return len(self.tuners) + unconfirmed
+
+    def finish_tuning(self) -> int:
+        """Check every provisional layer pass and tune every layer pass still being
+        tuned on its calls to the end, now (for a server: run each layer once,
+        then call this before serving); their next calls use the tuned plans.
+        Returns how many were finished."""
+        with self.refused_lock:
+            confirmations = list(self.unconfirmed.items())
+            self.unconfirmed.clear()
+        for _, confirm in confirmations:
+            confirm()
+        with self.tuners_lock:
+            tuners = list(self.tuners.items())
+        for _, tuner in tuners:
+            tuner.finish()
+        return len({key for key, _ in confirmations} | {key for key, _ in tuners})
+
+    def _may_be_provisional(self, geom: DeconvGeometry, dtype: str, what: str) -> bool:
+        """Whether a new key's first call of pass ``what`` may run provisionally
+        (PROVISIONAL_MACS): float32 (result_check's bound is float32's), a big
+        layer, a sample that sees every defect the kernel check sees on it
+        (:func:`~mxdeconv.onednn.result_check.blind_spot`), and the feature on
+        (set_provisional, not deterministic mode)."""
+        return (self.provisional_on and not self.deterministic_on and dtype == "float32"
+                and result_check.pass_macs(geom) >= PROVISIONAL_MACS
+                and result_check.blind_spot(geom, what) is None)
+
+    def forward_plan(self, geom: DeconvGeometry, dtype: str, training: bool, accumulate: bool,
+                     act_type: Optional[str] = None) -> Union[Any, Unavailable]:
+        """The forward plan (``accumulate``: req=add as a sum post-op; ``act_type``:
+        an activation after the bias, one of ``_ops.ELTWISE_ACTIVATIONS``, fused as
+        an eltwise post-op where the check can verify it, else by a separate
+        eltwise primitive).  An activation is part of the key, in memory and on
+        disk (where None adds nothing, so the keys of plans without one stay)."""
+        key = ForwardKey("forward", geom, dtype, training, accumulate, act_type,
+                         _ops.get_num_threads(), self.tuning_on)
+        fuse = act_type is not None and kernel_check.can_check_fused(act_type, dtype)
+        costs = _Costs()
+        # Without an activation, the arguments of earlier versions, for wrappers of these.
+        extra = () if act_type is None else (act_type, fuse)
+
+        def candidates(variant: Optional[tuple] = None) -> Iterable[Any]:
+            return _ops.forward_candidates(geom, dtype, training, accumulate, *extra,
+                                           **_only(variant))
+        if act_type is None:
+            make_check = lambda: kernel_check.forward_check(geom, dtype, accumulate)  # noqa: E731
+        else:
+            make_check = lambda: kernel_check.forward_check(  # noqa: E731
+                geom, dtype, accumulate, act_type)
+        return self._plan(key, geom, candidates, make_check, costs,
+                     lambda plan: _forward_cost(costs, plan, training, accumulate),
+                     self._may_be_provisional(geom, dtype, "forward") and act_type is None
+                     and not accumulate)
+
+    def _training_forward_weights(self, geom: DeconvGeometry, dtype: str, threads: int) -> Any:
+        """The weight layout of this thread's training forward plan for ``geom``
+        (without req=add or an activation; None: none planned yet)."""
+        plan = _ops.cache_peek(ForwardKey("forward", geom, dtype, True, False, None, threads,
+                                          self.tuning_on))
+        return None if plan is None or isinstance(plan, Unavailable) else plan.weights
+
+    def backward_plans(self, geom: DeconvGeometry, dtype: str) -> Union[BackwardPlans, Unavailable]:
+        """The backward-weights and backward-data plans, the two planned together:
+        backward data counts no out_grad reorder when it reads out_grad in
+        backward weights' layout, and no weight reorder when it takes the weight
+        in the layout of the step's training forward (planned before it)."""
+        threads = _ops.get_num_threads()
+        weights_costs, data_costs = _Costs(), _Costs()  # each tuner steps its own
+        defective = _known_defective(geom, dtype)
+        weights = self._plan(BackwardKey("backward_weights", geom, dtype, threads, self.tuning_on), geom,
+                        lambda variant=None: (c for c in _ops.backward_weights_candidates(
+                            geom, dtype, **_only(variant)) if not defective(c)),
+                        lambda: kernel_check.backward_weights_check(geom, dtype), weights_costs,
+                        lambda plan: _backward_weights_cost(weights_costs, plan),
+                        self._may_be_provisional(geom, dtype, "backward_weights"))
+        if isinstance(weights, Unavailable):
+            return weights
+        data = self._plan(BackwardKey("backward_data", geom, dtype, threads, self.tuning_on), geom,
+                     lambda variant=None: _ops.backward_data_candidates(
+                         geom, dtype, **_only(variant)),
+                     lambda: kernel_check.backward_data_check(geom, dtype), data_costs,
+                     # Looked up when timing (not on every call): the forward is
+                     # planned before the backward in a training step.
+                     lambda plan: _backward_data_cost(
+                         data_costs, plan, weights.diff_dst,
+                         self._training_forward_weights(geom, dtype, threads)),
+                     self._may_be_provisional(geom, dtype, "backward_data"))
+        if isinstance(data, Unavailable):
+            return data
+        return BackwardPlans(data, weights)
+
+    def store_path(self) -> Optional[str]:
+        """The plan cache file this process reads and writes, located on the first
+        call that needs it (None: memory only, by choice or because no cache
+        directory could be found)."""
+        path = self.store.path
+        return None if path is None else str(path)
+
+    def clear_choices(self) -> None:
+        """Forget every choice in memory (the next plan of each key is chosen, and
+        read from or written to the plan cache on disk, again)."""
+        self.choices.clear()
+        self.warned.clear()
+        self.store.clear()
+        with self.refused_lock:
+            self.refused.clear()
+            self.unconfirmed.clear()
+            self.confirming.clear()
+        with self.tuners_lock:
+            self.tuners.clear()
+
+
+# -- the default planner, and the module's API on it ------------------------------
+#: Whether new plans are tuned (the default planner's ``tuning_on``).  A module
+#: attribute, not a call, because the compiled hot path reads it once per call
+#: (it is part of every plan key); the default planner keeps it current.
+tuning_on = False
+#: The default planner's settlements, plus one each time another planner is
+#: installed: prepared calls of plans still being tuned (_exec.Serving) go back
+#: to the planner whenever it changes.  A module attribute for the compiled hot
+#: path, which compares it with a prepared call's generation on every call.
+settlements = 0
+_generation = 0  # added to the default planner's settlements (see use_planner)
+
+
+def _publish(planner: Planner) -> None:
+    global tuning_on, settlements
+    tuning_on = planner.tuning_on
+    settlements = _generation + planner.settlements
+
+
+_default = Planner()
+_publish(_default)
+
+
+def current_planner() -> Planner:
+    """The planner the module's functions act on."""
+    return _default
+
+
+def use_planner(planner: Planner) -> Planner:
+    """Make ``planner`` the one the module's functions (and the compiled calls)
+    act on; returns the one it replaces.  Prepared calls of plans still being
+    tuned go back to the planner on their next call."""
+    global _default, _generation
+    if not isinstance(planner, Planner):
+        raise TypeError(f"use_planner: expected a Planner, got {type(planner).__name__}")
+    previous = _default
+    _generation = settlements + 1 - planner.settlements  # a value no prepared call holds
+    _default = planner
+    _publish(planner)
+    return previous
+
+
+def set_tuning(enabled: bool) -> bool:
+    """Time candidates and keep the fastest correct one (True, the default), or
+    take the first correct one in oneDNN's order (False); returns the old value.
+    Calls from then on use the plans of the new setting (both are kept).  In
+    deterministic mode nothing is tuned, whatever this says."""
+    return _default.set_tuning(enabled)
+
+
+def set_deterministic(enabled: bool) -> bool:
+    """Deterministic mode (True; also ``MXDECONV_DETERMINISTIC=1`` at import):
+    each pass of a layer runs the first candidate, in oneDNN's order, that
+    passes the kernel check before its first call, and keeps it for the
+    process; nothing is tuned and no first call runs provisionally.  The same
+    inputs then give bitwise the same results on every call, thread and
+    process of this machine at the same thread count.  Returns the old value."""
+    return _default.set_deterministic(enabled)
+
+
+def deterministic() -> bool:
+    """Whether deterministic mode is on (see :func:`set_deterministic`)."""
+    return _default.deterministic_on
+
+
+def set_provisional(enabled: bool) -> bool:
+    """Let a big layer's first call run oneDNN's first candidate with its result
+    checked on sampled elements, the kernel check following on the next call
+    (True, the default); or run the kernel check before the first call (False;
+    also ``MXDECONV_PROVISIONAL=0``).  Returns the old value."""
+    return _default.set_provisional(enabled)
+
+
+def provisional_enabled() -> bool:
+    """Whether big layers' first calls run provisionally (see set_provisional)."""
+    return _default.provisional_on
+
+
+def tuning() -> bool:
+    """Whether new plans are tuned (see :func:`set_tuning`)."""
+    return tuning_on
+
+
+def set_eager_tuning(enabled: bool) -> bool:
+    """Tune a new layer pass to the end at its first call (True; also
+    ``MXDECONV_TUNE=eager``), or on its later calls (False, the default);
+    returns the old value.  Either way the result is the same choice."""
+    return _default.set_eager_tuning(enabled)
+
+
+def set_plan_database(path: Optional[str]) -> None:
+    """Predict new layers' plans from the database file at ``path`` (the shipped
+    one is ``plan_db.SHIPPED``), or from none (None: oneDNN's first choice,
+    then tuning, as with ``MXDECONV_PLAN_DB=0``).  Choices made already stay."""
+    _default.set_plan_database(path)
+
+
+def forward_plan(geom: DeconvGeometry, dtype: str, training: bool, accumulate: bool,
+                 act_type: Optional[str] = None) -> Union[Any, Unavailable]:
+    """The forward plan (``accumulate``: req=add as a sum post-op; ``act_type``:
+    an activation after the bias, one of ``_ops.ELTWISE_ACTIVATIONS``, fused as
+    an eltwise post-op where the check can verify it, else by a separate
+    eltwise primitive).  An activation is part of the key, in memory and on
+    disk (where None adds nothing, so the keys of plans without one stay)."""
+    return _default.forward_plan(geom, dtype, training, accumulate, act_type)
 
 
 def backward_plans(geom: DeconvGeometry, dtype: str) -> Union[BackwardPlans, Unavailable]:
@@ -1358,49 +1501,44 @@ def backward_plans(geom: DeconvGeometry, dtype: str) -> Union[BackwardPlans, Una
     backward data counts no out_grad reorder when it reads out_grad in
     backward weights' layout, and no weight reorder when it takes the weight
     in the layout of the step's training forward (planned before it)."""
-    threads = _ops.get_num_threads()
-    weights_costs, data_costs = _Costs(), _Costs()  # each tuner steps its own
-    defective = _known_defective(geom, dtype)
-    weights = _plan(BackwardKey("backward_weights", geom, dtype, threads, tuning_on), geom,
-                    lambda variant=None: (c for c in _ops.backward_weights_candidates(
-                        geom, dtype, **_only(variant)) if not defective(c)),
-                    lambda: kernel_check.backward_weights_check(geom, dtype), weights_costs,
-                    lambda plan: _backward_weights_cost(weights_costs, plan),
-                    _may_be_provisional(geom, dtype, "backward_weights"))
-    if isinstance(weights, Unavailable):
-        return weights
-    data = _plan(BackwardKey("backward_data", geom, dtype, threads, tuning_on), geom,
-                 lambda variant=None: _ops.backward_data_candidates(
-                     geom, dtype, **_only(variant)),
-                 lambda: kernel_check.backward_data_check(geom, dtype), data_costs,
-                 # Looked up when timing (not on every call): the forward is
-                 # planned before the backward in a training step.
-                 lambda plan: _backward_data_cost(
-                     data_costs, plan, weights.diff_dst,
-                     _training_forward_weights(geom, dtype, threads)),
-                 _may_be_provisional(geom, dtype, "backward_data"))
-    if isinstance(data, Unavailable):
-        return data
-    return BackwardPlans(data, weights)
+    return _default.backward_plans(geom, dtype)
+
+
+def _training_forward_weights(geom: DeconvGeometry, dtype: str, threads: int) -> Any:
+    """The weight layout of this thread's training forward plan for ``geom``
+    (without req=add or an activation; None: none planned yet)."""
+    return _default._training_forward_weights(geom, dtype, threads)
+
+
+def refuse(plan: Any, geom: DeconvGeometry, reason: str) -> None:
+    """A provisional plan's result disagreed (``reason``): warn once, and choose
+    the key's plan again with the kernel check, without this candidate (the
+    caller prepares the call again and runs it again)."""
+    _default.refuse(plan, geom, reason)
+
+
+def pending() -> int:
+    """How many layer passes are still being tuned on their calls (or are
+    provisional, their kernel check still to run)."""
+    return _default.pending()
+
+
+def finish_tuning() -> int:
+    """Check every provisional layer pass and tune every layer pass still being
+    tuned on its calls to the end, now (for a server: run each layer once,
+    then call this before serving); their next calls use the tuned plans.
+    Returns how many were finished."""
+    return _default.finish_tuning()
 
 
 def store_path() -> Optional[str]:
     """The plan cache file this process reads and writes, located on the first
     call that needs it (None: memory only, by choice or because no cache
     directory could be found)."""
-    path = _store.path
-    return None if path is None else str(path)
+    return _default.store_path()
 
 
 def clear_choices() -> None:
     """Forget every choice in memory (the next plan of each key is chosen, and
     read from or written to the plan cache on disk, again)."""
-    _choices.clear()
-    _warned.clear()
-    _store.clear()
-    with _refused_lock:
-        _refused.clear()
-        _unconfirmed.clear()
-        _confirming.clear()
-    with _pending_lock:
-        _pending.clear()
+    _default.clear_choices()

@@ -83,7 +83,7 @@ def test_the_layer_itself_is_predicted_confidently_and_never_tuned(tmp_path, wit
     assert choice.how.startswith("predicted by the shipped plan database") and \
         choice.how.endswith(": this layer")
     assert choice.confident and choice.tuner is None and plans.pending() == 0
-    entry = plans._store.get(plans._store_key(choice.key, GEOM))
+    entry = plans.current_planner().store.get(plans._store_key(choice.key, GEOM))
     assert entry["tuned"] is True and entry["impl"] == candidate.impl  # kept: never tuned
 
 
@@ -122,7 +122,7 @@ def test_a_provisional_prediction_is_confirmed_and_kept_untuned(tmp_path, with_d
     try:
         with_database(_database(tmp_path, [_record(candidate)]))
         _forward()
-        assert plans._choices.get(_choice_key()).provisional
+        assert plans.current_planner().choices.get(_choice_key()).provisional
         _forward(1)  # its next call: the kernel check
         choice = _choice()
         assert not choice.provisional and choice.confident and choice.tuner is None
@@ -207,5 +207,5 @@ def test_the_shipped_database_says_how_it_was_made():
 
 def test_plan_db_off_by_environment():
     """MXDECONV_PLAN_DB=0 (this suite's conftest): no database is read."""
-    assert plans._database._path is None
-    assert mxdeconv.onednn.planner._database.families() == []
+    assert plans.current_planner().database._path is None
+    assert mxdeconv.onednn.planner.current_planner().database.families() == []

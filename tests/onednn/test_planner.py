@@ -150,7 +150,7 @@ def test_backward_passes_planned_for_different_thread_counts_each_run_on_their_o
     mxdeconv.set_num_threads(2)
     options = iter([[counts[0]], [counts[1]]])  # backward weights is planned first
     monkeypatch.setattr(plans, "_thread_options", lambda geom: next(options))
-    monkeypatch.setattr(plans, "_store", plans.plan_store.PlanStore(None))  # tune afresh
+    monkeypatch.setattr(plans.current_planner(), "store", plans.plan_store.PlanStore(None))  # tune afresh
     try:
         x, w, b = _arrays(seed=3)
         og = nd.array(np.random.default_rng(4).standard_normal((2, 32, 11, 11))

@@ -265,7 +265,7 @@ def test_calls_between_units_take_the_prepared_path(full_paths):
 
 def _forward_choice_of(x, params):
     geom = infer_geometry(parse_params(params), x.shape)
-    return plans._choices.get(("forward", geom, "float32", False, False, None,
+    return plans.current_planner().choices.get(("forward", geom, "float32", False, False, None,
                                mxdeconv.get_num_threads(), True)).tuner
 
 

@@ -58,7 +58,7 @@ def _forward_choice(shape):
     geom = infer_geometry(parse_params(PARAMS), shape)
     key = ("forward", geom, "float32", False, False, None, mxdeconv._ops.get_num_threads(),
            True)
-    return plans._choices.get(key)
+    return plans.current_planner().choices.get(key)
 
 
 def test_the_first_call_runs_unchecked_plans_and_the_next_one_checks(provisional):
@@ -124,7 +124,7 @@ def test_a_wrong_first_result_is_refused_and_computed_again(monkeypatch, provisi
     choice = _forward_choice(data.shape)
     assert not choice.provisional and provisional["forward"] >= 1
     # Its layer is chosen with the kernel check from then on, without that candidate.
-    assert (choice.index, choice.threads) not in plans._refused[choice.key]
+    assert (choice.index, choice.threads) not in plans.current_planner().refused[choice.key]
     with warnings.catch_warnings():
         warnings.simplefilter("error", KernelDefectWarning)
         again = nd.Deconvolution(data, weight, bias, **PARAMS)
