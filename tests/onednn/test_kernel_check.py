@@ -75,7 +75,8 @@ def test_no_agreeing_plan_sends_the_call_to_numpy(monkeypatch):
 
 
 def test_the_check_runs_once_per_geometry_not_per_call_or_thread(monkeypatch):
-    monkeypatch.setattr(plans.current_planner(), "store", plans.plan_store.PlanStore(None))  # no kept verdict
+    # no kept verdict
+    monkeypatch.setattr(plans.current_planner(), "store", plans.plan_store.PlanStore(None))
     calls = []
     real = kernel_check.forward_check
 

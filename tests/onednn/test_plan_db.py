@@ -13,6 +13,7 @@ import mxdeconv
 from mxdeconv import KernelDefectWarning, nd
 from mxdeconv.onednn import plan_db
 from mxdeconv.onednn import planner as plans
+from mxdeconv.onednn.planner import confirm
 from mxdeconv.onednn._loader import ops as _ops
 from mxdeconv.semantics import deconv_numpy
 from mxdeconv.semantics.attributes import infer_geometry, parse_params
@@ -117,7 +118,7 @@ def test_a_provisional_prediction_is_confirmed_and_kept_untuned(tmp_path, with_d
     candidate = _not_first()
     if candidate is None:
         pytest.skip("this CPU offers one candidate for the layer")
-    monkeypatch.setattr(plans, "PROVISIONAL_MACS", 0)
+    monkeypatch.setattr(confirm, "PROVISIONAL_MACS", 0)
     was = plans.set_provisional(True)
     try:
         with_database(_database(tmp_path, [_record(candidate)]))
