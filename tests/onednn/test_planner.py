@@ -393,3 +393,23 @@ def test_backward_plans_see_the_training_forwards_weight_layout(monkeypatch):
         assert _ops.cache_info() == before
         plans.backward_plans(geom, "float32")
     assert seen and all(w == forward.weights for w in seen)
+
+
+def test_the_installed_planner_is_the_one_the_module_and_the_compiled_calls_read():
+    """use_planner installs a Planner: the module's functions act on it, and the
+    attributes the compiled calls read (tuning_on, settlements) follow it."""
+    fresh = plans.current_planner().afresh(store=plans.plan_store.PlanStore(None))
+    fresh.set_tuning(not fresh.tuning_wanted)
+    before = plans.settlements
+    previous = plans.use_planner(fresh)
+    try:
+        assert plans.current_planner() is fresh
+        assert plans.tuning_on == fresh.tuning_on == plans.tuning()
+        assert plans.settlements != before  # prepared calls go back to the planner
+        plans.set_tuning(not fresh.tuning_wanted)
+        assert plans.tuning_on == fresh.tuning_on
+    finally:
+        assert plans.use_planner(previous) is fresh
+    assert plans.current_planner() is previous and plans.tuning_on == previous.tuning_on
+    with pytest.raises(TypeError):
+        plans.use_planner(object())

@@ -85,8 +85,10 @@ def _found_at(candidate: Any) -> Optional[Tuple[Tuple[Any, ...], str]]:
     variant = getattr(candidate, "variant", None)
     return None if variant is None else (variant, str(candidate.layouts))
 
+
 def _same(one: Choice, other: Choice) -> bool:
     return (one.index, one.threads, one.impl) == (other.index, other.threads, other.impl)
+
 
 def settled(plan: Any) -> bool:
     """Whether ``plan`` (a forward plan or BackwardPlans) is final: not a first

@@ -29,8 +29,6 @@ from mxdeconv.semantics.attributes import DeconvGeometry
 PROVISIONAL_MACS = 64_000_000
 
 
-
-
 class _Provisional:
     """The Planner's provisional first calls: confirming them (the kernel check
     on the next call) and refusing them (a result that disagreed).  A mixin:
@@ -93,13 +91,13 @@ class _Provisional:
                 kept._keep(self.store, key, geom, choice, False)
                 if self.eager:
                     tuned, tuned_plan = self._tuned_now(key, geom, candidates, check, costs,
-                                                   cost, [(choice.index, choice.threads)])
+                                                        cost, [(choice.index, choice.threads)])
                     if tuned_plan is not None:
                         choice = dataclasses.replace(tuned, key=key)
                 else:
                     choice.how += "; tuned on this layer's later calls"
-                    choice.tuner = self._start_tuning(key, geom, candidates, check, cost, costs,
-                                                 choice)
+                    choice.tuner = self._start_tuning(key, geom, candidates, check, cost,
+                                                      costs, choice)
             self.choices.put(key, choice)
             return choice
 

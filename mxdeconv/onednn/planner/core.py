@@ -130,7 +130,6 @@ class Planner(_Provisional):
             self.mirror(self)
 
     # -- settings ----------------------------------------------------------------
-
     def set_tuning(self, enabled: bool) -> bool:
         previous, self.tuning_wanted = self.tuning_wanted, _flag("set_tuning", enabled)
         self._published()
@@ -153,8 +152,7 @@ class Planner(_Provisional):
     def set_plan_database(self, path: Optional[str]) -> None:
         self.database = plan_db.PlanDatabase(None if path is None else plan_db.Path(path))
 
-    # -- kernel defects ------------------------------------------------------------
-
+    # -- planning a pass -----------------------------------------------------------
     def _start_tuning(self, key: PlanKey, geom: DeconvGeometry,
                       candidates: Callable[..., Iterable[Any]],
                       check: Callable[[Any], Optional[str]], cost: Callable[[Any], float],

@@ -74,6 +74,7 @@ def _thread_options(geom: DeconvGeometry, tuning: bool = True) -> List[int]:
         return [threads]
     return [1, threads] if macs < ONE_THREAD_MACS else [threads]
 
+
 def _first_correct(geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
                    check: Callable[[Any], Optional[str]], threads: int,
                    skip: Iterable[int] = (),
@@ -368,6 +369,7 @@ class _Tuner:
     def finish(self) -> None:
         while not self.step(force=True):
             pass
+
 
 def _tuners(plan: Any, seconds: float) -> List[Tuple[_Tuner, float]]:
     """The tuners of ``plan``'s passes still tuned on their calls (a forward
