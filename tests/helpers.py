@@ -163,19 +163,23 @@ def planner_afresh(tuning=None, eager=None, monkeypatch=None):
     """A planner with no choices in memory and empty primitive caches, tuning
     and eager tuning set as given (None: left as they are), and, with
     ``monkeypatch``, no plan cache on disk (nothing kept is taken); the
-    settings restored and the planner emptied again after."""
-    previous_tuning = None if tuning is None else plans.set_tuning(tuning)
-    previous_eager = None if eager is None else plans.set_eager_tuning(eager)
-    if monkeypatch is not None:
-        monkeypatch.setattr(plans, "_store", plans.plan_store.PlanStore(None))
-    plans.clear_choices()
+    settings restored and the planner emptied again after.  The planner is a
+    new default Planner with the current one's settings (and, with
+    ``monkeypatch``, a plan cache in memory only); the current one is
+    installed again after."""
+    current = plans.current_planner()
+    fresh = current.afresh(
+        store=plans.plan_store.PlanStore(None) if monkeypatch is not None else None)
+    if tuning is not None:
+        fresh.set_tuning(tuning)
+    if eager is not None:
+        fresh.set_eager_tuning(eager)
+    current.clear_choices()
+    previous = plans.use_planner(fresh)
     mxdeconv.clear_cache()
     try:
         yield
     finally:
-        if previous_tuning is not None:
-            plans.set_tuning(previous_tuning)
-        if previous_eager is not None:
-            plans.set_eager_tuning(previous_eager)
-        plans.clear_choices()
+        plans.use_planner(previous)
+        previous.clear_choices()
         mxdeconv.clear_cache()

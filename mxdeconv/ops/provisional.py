@@ -1,7 +1,7 @@
 """Calls of provisional plans: each result is checked before it is returned.
 
 A big layer's first call runs oneDNN's first candidate before the kernel
-check has seen it (:data:`mxdeconv.onednn.planner.PROVISIONAL_MACS`): its
+check has seen it (:data:`mxdeconv.onednn.planner.confirm.PROVISIONAL_MACS`): its
 result is checked here on sampled elements
 (:mod:`mxdeconv.onednn.result_check`).  A result that disagrees refuses the
 plan (one :class:`~mxdeconv.KernelDefectWarning`): the call is prepared again,

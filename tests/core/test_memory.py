@@ -260,7 +260,8 @@ def test_a_block_freed_while_the_interpreter_shuts_down_goes_quietly(monkeypatch
 
 # -- the kernel check out of memory (found by an adversarial pass) --------------------------
 def test_running_out_of_memory_in_the_check_is_no_verdict_and_not_remembered(monkeypatch):
-    monkeypatch.setattr(plans, "_store", plans.plan_store.PlanStore(None))  # no kept verdict
+    # no kept verdict
+    monkeypatch.setattr(plans.current_planner(), "store", plans.plan_store.PlanStore(None))
     plans.clear_choices()
     mxdeconv.clear_cache()
     real = kernel_check._integers

@@ -121,7 +121,7 @@ def test_a_choice_tuned_under_load_is_kept_for_this_process_only(eager_tuning, m
     assert choice.how.startswith("tuned")
     key = plans.ForwardKey("forward", geom, "float32", False, False, None,
                            mxdeconv.get_num_threads(), True)
-    entry = plans._store.get(plans._store_key(key, geom))
+    entry = plans.current_planner().store.get(plans._store_key(key, geom))
     assert entry is not None and entry["index"] == choice.index
     if taken:
         assert "other processes took 50% of the CPUs" in choice.how

@@ -12,6 +12,7 @@ import pytest
 import mxdeconv
 from mxdeconv import autograd, nd
 from mxdeconv.onednn import planner as plans
+from mxdeconv.onednn.planner import confirm
 from helpers import planner_afresh, run_threads
 
 #: A big layer (it would run provisionally and tune on its calls otherwise),
@@ -25,7 +26,7 @@ LAYERS = [((8, 256, 4, 4), dict(kernel=(4, 4), stride=(2, 2), pad=(1, 1), num_fi
 @pytest.fixture
 def deterministic(monkeypatch):
     was = plans.set_deterministic(True)
-    monkeypatch.setattr(plans, "PROVISIONAL_MACS", 0)  # would run provisionally otherwise
+    monkeypatch.setattr(confirm, "PROVISIONAL_MACS", 0)  # would run provisionally otherwise
     with planner_afresh(tuning=True, eager=False, monkeypatch=monkeypatch):
         yield
     plans.set_deterministic(was)

@@ -108,7 +108,7 @@ def test_the_gemm_plan_comes_second_in_float32_and_not_at_all_in_bfloat16():
 
 def test_a_kept_gemm_choice_is_found_again_by_its_variant():
     """The plan cache names a tuned choice by its variant and layouts
-    (planner._rebuild): the GEMM plan is found again, and nothing else is
+    (planner.kept._rebuild): the GEMM plan is found again, and nothing else is
     enumerated for its variant."""
     geom, *_ = _layer("audio_1d")
     candidate = _gemm_candidate(geom)

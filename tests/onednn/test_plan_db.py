@@ -13,6 +13,7 @@ import mxdeconv
 from mxdeconv import KernelDefectWarning, nd
 from mxdeconv.onednn import plan_db
 from mxdeconv.onednn import planner as plans
+from mxdeconv.onednn.planner import confirm
 from mxdeconv.onednn._loader import ops as _ops
 from mxdeconv.semantics import deconv_numpy
 from mxdeconv.semantics.attributes import infer_geometry, parse_params
@@ -83,7 +84,7 @@ def test_the_layer_itself_is_predicted_confidently_and_never_tuned(tmp_path, wit
     assert choice.how.startswith("predicted by the shipped plan database") and \
         choice.how.endswith(": this layer")
     assert choice.confident and choice.tuner is None and plans.pending() == 0
-    entry = plans._store.get(plans._store_key(choice.key, GEOM))
+    entry = plans.current_planner().store.get(plans._store_key(choice.key, GEOM))
     assert entry["tuned"] is True and entry["impl"] == candidate.impl  # kept: never tuned
 
 
@@ -117,12 +118,12 @@ def test_a_provisional_prediction_is_confirmed_and_kept_untuned(tmp_path, with_d
     candidate = _not_first()
     if candidate is None:
         pytest.skip("this CPU offers one candidate for the layer")
-    monkeypatch.setattr(plans, "PROVISIONAL_MACS", 0)
+    monkeypatch.setattr(confirm, "PROVISIONAL_MACS", 0)
     was = plans.set_provisional(True)
     try:
         with_database(_database(tmp_path, [_record(candidate)]))
         _forward()
-        assert plans._choices.get(_choice_key()).provisional
+        assert plans.current_planner().choices.get(_choice_key()).provisional
         _forward(1)  # its next call: the kernel check
         choice = _choice()
         assert not choice.provisional and choice.confident and choice.tuner is None
@@ -207,5 +208,5 @@ def test_the_shipped_database_says_how_it_was_made():
 
 def test_plan_db_off_by_environment():
     """MXDECONV_PLAN_DB=0 (this suite's conftest): no database is read."""
-    assert plans._database._path is None
-    assert mxdeconv.onednn.planner._database.families() == []
+    assert plans.current_planner().database._path is None
+    assert mxdeconv.onednn.planner.current_planner().database.families() == []

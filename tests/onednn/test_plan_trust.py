@@ -89,7 +89,7 @@ def _write(path, entries, mode=0o600):
 def _use(monkeypatch, path):
     """A new process's view of the plan cache at ``path``: a fresh store, no
     choice in memory."""
-    monkeypatch.setattr(plans, "_store", plan_store.PlanStore(path))
+    monkeypatch.setattr(plans.current_planner(), "store", plan_store.PlanStore(path))
     plans.clear_choices()
     mxdeconv.clear_cache()
 
@@ -112,7 +112,7 @@ def test_a_verdict_read_from_a_file_others_can_write_is_never_rewritten_as_vouch
     _write(path, {forged_key: _forged_entry(planted)}, mode=0o666)
     # Any process that writes the store (here: one new entry of its own).
     _use(monkeypatch, path)
-    plans._store.put("an entry of this process", {"index": 0}, defer=False)
+    plans.current_planner().store.put("an entry of this process", {"index": 0}, defer=False)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600  # now a private file...
     kept = json.loads(path.read_text())["entries"]
     assert plan_store.VERDICT not in kept[forged_key]   # ...without the forged verdict
@@ -137,7 +137,7 @@ def test_a_private_file_entry_without_a_verdict_is_checked_then_vouched_for(
     plan = plans.forward_plan(GEOM, "float32", False, False)
     assert plan.verdict.how.endswith(
         "(checked again: its verdict was not reached on this library, CPU and candidate)")
-    plans._store.flush()
+    plans.current_planner().store.flush()
     kept = json.loads(path.read_text())["entries"][plans._store_key(_key(), GEOM)]
     assert kept[plan_store.VERDICT] == plans._verdict(plan.verdict)
     _use(monkeypatch, path)

@@ -16,6 +16,7 @@ import mxdeconv
 from mxdeconv import _ops, autograd, nd
 from mxdeconv.onednn import kernel_check
 from mxdeconv.onednn import planner as plans
+from mxdeconv.onednn.planner import costs, kept, tuner
 from mxdeconv.semantics.attributes import infer_geometry, parse_params
 from helpers import layer_arrays, planner_afresh
 from reference import reference_backward, reference_forward
@@ -70,14 +71,14 @@ def test_a_choice_whose_candidate_cannot_be_built_again_is_made_again(monkeypatc
     og = nd.ones(expected.shape)
     grads = nd.Deconvolution_backward(og, x, w, b, **KW)
     mxdeconv.clear_cache()  # this thread's plans go; the choices stay
-    real, moved = plans._rebuild, []
+    real, moved = kept._rebuild, []
 
     def rebuild_once_missing(choice, candidates):
         if not moved:
             moved.append(choice)
             return None
         return real(choice, candidates)
-    monkeypatch.setattr(plans, "_rebuild", rebuild_once_missing)
+    monkeypatch.setattr(kept, "_rebuild", rebuild_once_missing)
     with mxdeconv.use_impl("onednn"):
         np.testing.assert_allclose(nd.Deconvolution(x, w, b, **KW).asnumpy(), expected, **TOL)
         again = nd.Deconvolution_backward(og, x, w, b, **KW)
@@ -149,8 +150,9 @@ def test_backward_passes_planned_for_different_thread_counts_each_run_on_their_o
     previous = mxdeconv.get_num_threads()
     mxdeconv.set_num_threads(2)
     options = iter([[counts[0]], [counts[1]]])  # backward weights is planned first
-    monkeypatch.setattr(plans, "_thread_options", lambda geom: next(options))
-    monkeypatch.setattr(plans, "_store", plans.plan_store.PlanStore(None))  # tune afresh
+    monkeypatch.setattr(tuner, "_thread_options", lambda geom, tuning=True: next(options))
+    # tune afresh
+    monkeypatch.setattr(plans.current_planner(), "store", plans.plan_store.PlanStore(None))
     try:
         x, w, b = _arrays(seed=3)
         og = nd.array(np.random.default_rng(4).standard_normal((2, 32, 11, 11))
@@ -268,7 +270,7 @@ def test_a_tuner_keeps_its_first_choice_unless_another_is_clearly_faster(monkeyp
                                                                         chosen):
     """The first choice (index 0, checked) is refined like the fastest and
     replaced only by a candidate more than FIRST_CHOICE_MARGIN faster."""
-    monkeypatch.setattr(plans, "_thread_options", lambda geom: [1])
+    monkeypatch.setattr(tuner, "_thread_options", lambda geom, tuning=True: [1])
     candidates = [_Timed(0, 1e-3)] + [_Timed(i + 1, s) for i, s in enumerate(others)]
     x, *_ = _arrays()
     choice, plan = plans._to_the_end(plans._tuning_units(
@@ -297,7 +299,7 @@ def test_a_hiccup_in_the_first_choices_refine_run_does_not_replace_it(monkeypatc
     """The first choice (index 0, really the fastest) is timed slow in its
     refine run; the challenger, which looks faster then, must win again in a
     duel of turns, and does not."""
-    monkeypatch.setattr(plans, "_thread_options", lambda geom: [1])
+    monkeypatch.setattr(tuner, "_thread_options", lambda geom, tuning=True: [1])
     first, challenger = _Hiccup(0, 1e-3, slow_run=2), _Hiccup(1, 1.03e-3, slow_run=0)
     x, *_ = _arrays()
     choice, plan = plans._to_the_end(plans._tuning_units(
@@ -325,7 +327,7 @@ def test_a_near_tie_between_the_two_fastest_is_decided_in_turns(monkeypatch):
     timed fast in its refine run and leads the faster one (1.00 ms) by less
     than the margin: the two (and the first choice) are timed again in turns,
     and the really faster one is chosen."""
-    monkeypatch.setattr(plans, "_thread_options", lambda geom: [1])
+    monkeypatch.setattr(tuner, "_thread_options", lambda geom, tuning=True: [1])
     first = _Lucky(0, 2e-3, lucky_run=0)
     faster, lucky = _Lucky(1, 1.00e-3, lucky_run=0), _Lucky(2, 1.02e-3, lucky_run=2)
     x, *_ = _arrays()
@@ -375,13 +377,13 @@ def test_backward_plans_see_the_training_forwards_weight_layout(monkeypatch):
     params = dict(kernel=(4, 4), stride=(2, 2), pad=(1, 1), num_filter=64, no_bias=False)
     geom = infer_geometry(parse_params(params), (2, 64, 8, 8))
     seen = []
-    real = plans._backward_data_cost
+    real = costs._backward_data_cost
 
     def spy(costs, plan, shared, forward_weights=None):
         seen.append(forward_weights)
         return real(costs, plan, shared, forward_weights)
 
-    monkeypatch.setattr(plans, "_backward_data_cost", spy)
+    monkeypatch.setattr(costs, "_backward_data_cost", spy)
     threads = _ops.get_num_threads()
     with planner_afresh(tuning=True, eager=True, monkeypatch=monkeypatch):
         assert plans._training_forward_weights(geom, "float32", threads) is None
@@ -391,3 +393,23 @@ def test_backward_plans_see_the_training_forwards_weight_layout(monkeypatch):
         assert _ops.cache_info() == before
         plans.backward_plans(geom, "float32")
     assert seen and all(w == forward.weights for w in seen)
+
+
+def test_the_installed_planner_is_the_one_the_module_and_the_compiled_calls_read():
+    """use_planner installs a Planner: the module's functions act on it, and the
+    attributes the compiled calls read (tuning_on, settlements) follow it."""
+    fresh = plans.current_planner().afresh(store=plans.plan_store.PlanStore(None))
+    fresh.set_tuning(not fresh.tuning_wanted)
+    before = plans.settlements
+    previous = plans.use_planner(fresh)
+    try:
+        assert plans.current_planner() is fresh
+        assert plans.tuning_on == fresh.tuning_on == plans.tuning()
+        assert plans.settlements != before  # prepared calls go back to the planner
+        plans.set_tuning(not fresh.tuning_wanted)
+        assert plans.tuning_on == fresh.tuning_on
+    finally:
+        assert plans.use_planner(previous) is fresh
+    assert plans.current_planner() is previous and plans.tuning_on == previous.tuning_on
+    with pytest.raises(TypeError):
+        plans.use_planner(object())

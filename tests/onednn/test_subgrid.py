@@ -262,7 +262,7 @@ def test_no_sub_grid_plan_where_the_sub_grid_tensor_outgrows_the_workspace_bound
 @pytest.mark.parametrize("which", ["forward", "backward_weights"])
 def test_a_kept_sub_grid_choice_is_found_again_by_its_variant(which):
     """The plan cache names a tuned choice by its variant and layouts
-    (planner._rebuild): each sub-grid plan is found again."""
+    (planner.kept._rebuild): each sub-grid plan is found again."""
     geom, *_ = _layer("audio_1d_s3_d3")
 
     def candidates(variant=None):

@@ -20,6 +20,7 @@ import pytest
 import mxdeconv
 from mxdeconv import KernelDefectWarning, _ops, autograd, nd
 from mxdeconv.onednn import planner as plans
+from mxdeconv.onednn.planner import tuner
 from mxdeconv.semantics.attributes import infer_geometry, parse_params
 from helpers import expected_k3s2p1, layer_arrays, planner_afresh, run_threads
 from planted import WrongCandidate, WrongPlan
@@ -40,7 +41,7 @@ def on_calls(monkeypatch):
 @pytest.fixture
 def a_unit_per_call(monkeypatch):
     """Every call pays for a unit at once (the share is unbounded)."""
-    monkeypatch.setattr(plans, "TUNE_SHARE", 1e12)
+    monkeypatch.setattr(tuner, "TUNE_SHARE", 1e12)
 
 
 def _forward_choice(data):
@@ -265,7 +266,7 @@ def test_calls_between_units_take_the_prepared_path(full_paths):
 
 def _forward_choice_of(x, params):
     geom = infer_geometry(parse_params(params), x.shape)
-    return plans._choices.get(("forward", geom, "float32", False, False, None,
+    return plans.current_planner().choices.get(("forward", geom, "float32", False, False, None,
                                mxdeconv.get_num_threads(), True)).tuner
 
 

@@ -166,7 +166,7 @@ def test_bfloat16_by_name_imports_ml_dtypes_on_first_use(tmp_path):
 
 #: oneDNN 3.2's jit_bf16 backward weights write garbage into the gradient of
 #: taps that meet only the crop on a strided axis, wrong in about 93% of
-#: checks: no candidate there (planner._known_defective).
+#: checks: no candidate there (planner.defects._known_defective).
 DEFECTIVE_LAYERS = [
     (dict(kernel=(3, 3), stride=(2, 2), pad=(1, 1), num_filter=16), (2, 16, 1, 1)),
     (dict(kernel=(1, 3), stride=(1, 2), dilate=(2, 1), pad=(0, 1), num_filter=16),

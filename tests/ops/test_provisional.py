@@ -18,6 +18,7 @@ import mxdeconv
 from mxdeconv import KernelDefectWarning, autograd, nd
 from mxdeconv.onednn import kernel_check, result_check
 from mxdeconv.onednn import planner as plans
+from mxdeconv.onednn.planner import confirm
 from mxdeconv.ops import onednn_impl
 from mxdeconv.semantics import deconv_numpy
 from mxdeconv.semantics.attributes import infer_geometry, parse_params
@@ -34,7 +35,7 @@ def provisional(monkeypatch):
     """Tuning on its calls (the default), every layer big enough, nothing on
     disk, kernel checks counted by pass."""
     was_on = plans.set_provisional(True)
-    monkeypatch.setattr(plans, "PROVISIONAL_MACS", 0)
+    monkeypatch.setattr(confirm, "PROVISIONAL_MACS", 0)
     checks = {"forward": 0, "backward data": 0, "backward weights": 0}
     for name, what in (("forward_check", "forward"), ("backward_data_check", "backward data"),
                        ("backward_weights_check", "backward weights")):
@@ -58,7 +59,7 @@ def _forward_choice(shape):
     geom = infer_geometry(parse_params(PARAMS), shape)
     key = ("forward", geom, "float32", False, False, None, mxdeconv._ops.get_num_threads(),
            True)
-    return plans._choices.get(key)
+    return plans.current_planner().choices.get(key)
 
 
 def test_the_first_call_runs_unchecked_plans_and_the_next_one_checks(provisional):
@@ -124,7 +125,7 @@ def test_a_wrong_first_result_is_refused_and_computed_again(monkeypatch, provisi
     choice = _forward_choice(data.shape)
     assert not choice.provisional and provisional["forward"] >= 1
     # Its layer is chosen with the kernel check from then on, without that candidate.
-    assert (choice.index, choice.threads) not in plans._refused[choice.key]
+    assert (choice.index, choice.threads) not in plans.current_planner().refused[choice.key]
     with warnings.catch_warnings():
         warnings.simplefilter("error", KernelDefectWarning)
         again = nd.Deconvolution(data, weight, bias, **PARAMS)
@@ -172,10 +173,10 @@ def test_never_provisional_below_the_threshold_off_or_with_add(monkeypatch, prov
     checks = provisional
     data, weight, bias = layer_arrays(6)
     geom = infer_geometry(parse_params(PARAMS), data.shape)
-    monkeypatch.setattr(plans, "PROVISIONAL_MACS", result_check.pass_macs(geom) + 1)
+    monkeypatch.setattr(confirm, "PROVISIONAL_MACS", result_check.pass_macs(geom) + 1)
     nd.Deconvolution(data, weight, bias, **PARAMS)
     assert checks["forward"] == 1  # below the threshold: checked at once
-    monkeypatch.setattr(plans, "PROVISIONAL_MACS", 0)
+    monkeypatch.setattr(confirm, "PROVISIONAL_MACS", 0)
     plans.set_provisional(False)
     nd.Deconvolution(data[:2], weight, bias, **PARAMS)
     assert checks["forward"] == 2  # switched off
@@ -188,14 +189,14 @@ def test_never_provisional_below_the_threshold_off_or_with_add(monkeypatch, prov
 def test_the_real_threshold_on_a_big_layer(monkeypatch, provisional):
     """DCGAN's 256 -> 128 layer at batch 8 (268M multiply-adds a pass) is over
     PROVISIONAL_MACS: its first call is provisional, and right."""
-    monkeypatch.setattr(plans, "PROVISIONAL_MACS", REAL_THRESHOLD)
+    monkeypatch.setattr(confirm, "PROVISIONAL_MACS", REAL_THRESHOLD)
     params = dict(kernel=(4, 4), stride=(2, 2), pad=(1, 1), num_filter=128, no_bias=False)
     rng = np.random.default_rng(7)
     data = rng.standard_normal((8, 256, 8, 8)).astype(np.float32)
     weight = (0.05 * rng.standard_normal((256, 128, 4, 4))).astype(np.float32)
     bias = rng.standard_normal(128).astype(np.float32)
     geom = infer_geometry(parse_params(params), data.shape)
-    assert result_check.pass_macs(geom) >= plans.PROVISIONAL_MACS
+    assert result_check.pass_macs(geom) >= confirm.PROVISIONAL_MACS
     out = nd.Deconvolution(data, weight, bias, **params)
     assert provisional["forward"] == 0
     assert result_check.forward_result(geom, data, weight, bias, out.asnumpy()) is None

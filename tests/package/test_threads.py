@@ -193,7 +193,8 @@ def test_threads_planning_new_layers_at_once(serial, monkeypatch):
     serial ones within float32 rounding (another plan may sum in another order)."""
     from mxdeconv.onednn import plan_store
     from mxdeconv.onednn import planner as plans
-    monkeypatch.setattr(plans, "_store", plan_store.PlanStore(None))  # nothing kept: tune
+    # nothing kept: tune
+    monkeypatch.setattr(plans.current_planner(), "store", plan_store.PlanStore(None))
     plans.clear_choices()
     mxdeconv.clear_cache()
     barrier = threading.Barrier(THREADS)

@@ -1,0 +1,470 @@
+"""The planner object (:class:`Planner`): its state (the choices made, the plan
+cache, the plan database, the passes still tuned or provisional, the
+settings) and how it plans a pass: a kept choice, else the database's
+confident prediction, else the first correct candidate (provisional on a
+big layer), then tuned on the layer's later calls or at once (eager)."""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import threading
+import time
+from typing import Any, Callable, Dict, Iterable, Optional, Tuple, Union
+
+from .. import cpu_load, kernel_check, plan_db, plan_store
+from .._loader import ops as _ops
+from . import costs as pass_costs
+from . import kept
+from . import tuner as tuner_rules
+from .choice import BackwardPlans, Choice, Unavailable, _found_at, _same
+from .confirm import _Provisional
+from .costs import _backward_weights_cost, _Costs, _forward_cost
+from .defects import _known_defective, _known_suspect, _warn
+from .keys import BackwardKey, ForwardKey, PlanKey
+from .tuner import (_first_correct, _loaded, _to_the_end, _Tuner, _tuning_units,
+                    _watched)
+from mxdeconv._core.env import env_word
+from mxdeconv._core.errors import MXNetError
+from mxdeconv.semantics.attributes import DeconvGeometry
+
+
+def _env_tuning() -> Tuple[bool, bool]:
+    """(tuning on, eager) from MXDECONV_TUNE: on/off, or "eager" (tune a new
+    layer to the end at its first call, as before the tuner ran on calls)."""
+    word = env_word("MXDECONV_TUNE", "on", extra=("eager",))
+    return word != "off", word == "eager"
+
+
+def _flag(setter: str, enabled: Any) -> bool:
+    if not isinstance(enabled, bool):
+        raise TypeError(f"{setter}: enabled must be a bool, got {enabled!r} "
+                        f"of type {type(enabled).__name__}")
+    return enabled
+
+
+def _only(variant: Optional[tuple]) -> Dict[str, Any]:
+    """The candidates functions' keyword for one variant (none for all)."""
+    return {} if variant is None else {"variant": variant}
+
+
+class Planner(_Provisional):
+    """The planner's state: the choices made, the plan cache on disk, the
+    shipped database, the passes still tuned or still provisional, the
+    settings.  The module's functions act on one default instance
+    (:func:`use_planner` installs another, as the tests do for a planner
+    afresh); its key settings are mirrored in the module attributes the
+    compiled hot path reads once per call (``tuning_on``, ``settlements``).
+
+    ``store``: the plan cache (default: the user's cache file, located on first
+    use); ``database``: the plan database (default: the shipped one unless
+    ``MXDECONV_PLAN_DB=0``); the settings default to the environment's
+    (``MXDECONV_TUNE``, ``MXDECONV_DETERMINISTIC``, ``MXDECONV_PROVISIONAL``).
+    """
+
+    def __init__(self, store: Optional[plan_store.PlanStore] = None,
+                 database: Optional[plan_db.PlanDatabase] = None, *,
+                 tuning: Optional[bool] = None, eager: Optional[bool] = None,
+                 deterministic: Optional[bool] = None,
+                 provisional: Optional[bool] = None) -> None:
+        env_tuning, env_eager = _env_tuning()
+        #: Whether tuning is asked for (set_tuning, MXDECONV_TUNE) and whether a
+        #: new layer is tuned to the end at its first call (set_eager_tuning).
+        self.tuning_wanted = env_tuning if tuning is None else tuning
+        self.eager = env_eager if eager is None else eager
+        #: Deterministic mode (set_deterministic, MXDECONV_DETERMINISTIC): no
+        #: tuning, no provisional first call, so a layer's plan never changes.
+        self.deterministic_on = (env_word("MXDECONV_DETERMINISTIC", "off") == "on"
+                                 if deterministic is None else deterministic)
+        self.provisional_on = (env_word("MXDECONV_PROVISIONAL", "on") == "on"
+                               if provisional is None else provisional)
+        #: The choices made, by planner key (None: chosen again on the next visit).
+        self.choices = _ops.LRUCache(1 << 14) if _ops is not None else None
+        #: The plan cache on disk.
+        self.store = plan_store.PlanStore(plan_store.default_path) if store is None \
+            else store
+        #: The shipped plan database (read on first use); MXDECONV_PLAN_DB=0: none.
+        self.database = plan_db.PlanDatabase(
+            plan_db.SHIPPED if env_word("MXDECONV_PLAN_DB", "on") == "on" else None) \
+            if database is None else database
+        #: The kernel defects warned about (each once).
+        self.warned: set = set()
+        #: Keys tuned on their later calls, until they settle (see finish_tuning).
+        self.tuners: Dict[PlanKey, _Tuner] = {}
+        self.tuners_lock = threading.Lock()
+        #: Bumped whenever a tuned choice settles: prepared calls of plans still
+        #: being tuned (_exec.Serving) go back to the planner then, and take the
+        #: new choice (the module's ``settlements`` follows the default planner's).
+        self.settlements = 0
+        #: Provisional choices' confirmations, for finish_tuning (by key).
+        self.unconfirmed: Dict[PlanKey, Callable[[], Any]] = {}
+        #: Keys whose provisional choice was refused, with the (candidate index,
+        #: threads) refused: they are chosen with the kernel check from then on.
+        self.refused: Dict[PlanKey, set] = {}
+        self.refused_lock = threading.RLock()
+        #: One lock per key whose provisional choice is being confirmed: callers
+        #: of that key wait for its check, no other layer does.
+        self.confirming: Dict[PlanKey, threading.Lock] = {}
+        #: Reports each disagreeing candidate, once per kernel and geometry.
+        self._warn = functools.partial(_warn, self.warned)
+        #: Called with this planner whenever tuning_on or settlements change,
+        #: while it is the default planner (the package mirrors them).
+        self.mirror: Optional[Callable[["Planner"], None]] = None
+
+    @property
+    def tuning_on(self) -> bool:
+        """Whether new plans are tuned: asked for and not deterministic."""
+        return self.tuning_wanted and not self.deterministic_on
+
+    def afresh(self, store: Optional[plan_store.PlanStore] = None) -> "Planner":
+        """A new planner with this one's settings and database, nothing chosen
+        yet, and ``store`` (None: this one's)."""
+        return Planner(self.store if store is None else store, self.database,
+                       tuning=self.tuning_wanted, eager=self.eager,
+                       deterministic=self.deterministic_on, provisional=self.provisional_on)
+
+    def _published(self) -> None:
+        """Mirror this planner's settings and settlements into the module
+        attributes the compiled hot path reads, if it is the default one
+        (``mirror``: set by :func:`~mxdeconv.onednn.planner.use_planner`)."""
+        if self.mirror is not None:
+            self.mirror(self)
+
+    # -- settings ----------------------------------------------------------------
+    def set_tuning(self, enabled: bool) -> bool:
+        previous, self.tuning_wanted = self.tuning_wanted, _flag("set_tuning", enabled)
+        self._published()
+        return previous
+
+    def set_deterministic(self, enabled: bool) -> bool:
+        previous, self.deterministic_on = (self.deterministic_on,
+                                           _flag("set_deterministic", enabled))
+        self._published()
+        return previous
+
+    def set_provisional(self, enabled: bool) -> bool:
+        previous, self.provisional_on = self.provisional_on, _flag("set_provisional", enabled)
+        return previous
+
+    def set_eager_tuning(self, enabled: bool) -> bool:
+        previous, self.eager = self.eager, _flag("set_eager_tuning", enabled)
+        return previous
+
+    def set_plan_database(self, path: Optional[str]) -> None:
+        self.database = plan_db.PlanDatabase(None if path is None else plan_db.Path(path))
+
+    # -- planning a pass -----------------------------------------------------------
+    def _start_tuning(self, key: PlanKey, geom: DeconvGeometry,
+                      candidates: Callable[..., Iterable[Any]],
+                      check: Callable[[Any], Optional[str]], cost: Callable[[Any], float],
+                      costs: "_Costs", first: Choice) -> _Tuner:
+        """A tuner for ``key``'s later calls; its result replaces ``first``."""
+        def settle(choice: Optional[Choice], plan: Any, why: str) -> None:
+            with self.tuners_lock:
+                if self.tuners.get(key) is tuner:
+                    del self.tuners[key]
+            if choice is None or plan is None:  # failed, or nothing agreed after all
+                choice = dataclasses.replace(
+                    first, tuner=None,
+                    how=f"first correct candidate ({why or 'the tuner found none that agreed'})")
+            else:
+                kept._keep(self.store, key, geom, choice, not _loaded(choice, load))
+                choice.seconds = first.seconds + tuner.seconds
+            self.choices.put(key, choice)
+            with self.tuners_lock:
+                self.settlements += 1  # after the put: a call sent back now finds the choice
+                self._published()
+
+        load = cpu_load.ForeignLoad()
+        tuner = _Tuner(_watched(_tuning_units(geom, candidates, check, costs, cost,
+                                              agreed=[(first.index, first.threads)],
+                                              warn=self._warn,
+                                              tuning=lambda: self.tuning_on), load),
+                       settle)
+        with self.tuners_lock:
+            self.tuners[key] = tuner
+        return tuner
+
+    def _predicted_choice(self, key: PlanKey, geom: DeconvGeometry,
+                          candidates: Callable[..., Iterable[Any]],
+                          check: Callable[[Any], Optional[str]], provisional: bool
+                          ) -> Tuple[Optional[Choice], Any]:
+        """The shipped database's confident choice for ``key`` and its plan, checked
+        (``provisional``: built only, its results checked, see PROVISIONAL_MACS);
+        (None, None) when it has none, the candidate is not offered here, or it
+        disagrees (then the key is chosen as without a database).  Only its
+        variant is enumerated: a new process's first call costs no other
+        descriptor."""
+        forward = isinstance(key, ForwardKey)
+        if forward and (key.accumulate or key.act_type is not None):
+            return None, None
+        prediction = self.database.predict(
+            plan_db.LayerKey(key.what, key.dtype, forward and key.training, len(geom.spatial_in)),
+            geom,
+            _ops.get_num_threads(), _ops.cpu_isa())
+        if prediction is None or not prediction.confident:
+            return None, None
+        with self.refused_lock:
+            if key in self.refused:
+                return None, None
+        threads = 1 if prediction.choice.one_thread else _ops.get_num_threads()
+        if threads not in tuner_rules._thread_options(geom, self.tuning_on):
+            return None, None
+        with _ops.using_threads(threads):
+            candidate = next((c for c in candidates(prediction.choice.variant)
+                              if c.impl == prediction.choice.impl), None)
+            if candidate is None:
+                return None, None
+            try:
+                plan = candidate.build()
+            except MXNetError:
+                return None, None
+            reason = None if provisional else check(plan)
+        if reason is not None:
+            self._warn(candidate, geom, reason)
+            return None, None
+        return Choice(candidate.index, threads, candidate.impl,
+                      f"predicted by {prediction.source}",
+                      found_at=_found_at(candidate), provisional=provisional,
+                      confident=True), plan
+
+    def _first_choice(self, key: PlanKey, geom: DeconvGeometry,
+                      candidates: Callable[..., Iterable[Any]],
+                      check: Callable[[Any], Optional[str]], provisional: bool = False
+                      ) -> Tuple[Choice, Any]:
+        """The first correct candidate on the caller's threads and its plan (kept
+        on disk with tuning on: a later process skips the check).  ``provisional``:
+        the first candidate that builds, unchecked (see PROVISIONAL_MACS)."""
+        threads = _ops.get_num_threads()
+        suspect = _known_suspect(geom) if key.what == "forward" else None
+        with self.refused_lock:
+            skip = {index for index, on in self.refused.get(key, ()) if on == threads}
+        if provisional and not skip:
+            candidate, plan, rejected = _first_correct(geom, candidates, lambda plan: None,
+                                                       threads, suspect=suspect, warn=self._warn)
+        else:
+            candidate, plan, rejected = _first_correct(geom, candidates, check, threads, skip,
+                                                       suspect=suspect, warn=self._warn)
+            provisional = False
+        choice = Choice(None if candidate is None else candidate.index, threads,
+                        "" if candidate is None else candidate.impl, rejected=rejected,
+                        found_at=None if candidate is None else _found_at(candidate),
+                        provisional=provisional and plan is not None)
+        if self.tuning_on and plan is not None and not choice.provisional:
+            kept._keep(self.store, key, geom, choice, False)
+        return choice, plan
+
+    def _tuned_now(self, key: PlanKey, geom: DeconvGeometry,
+                   candidates: Callable[..., Iterable[Any]],
+                   check: Callable[[Any], Optional[str]], costs: "_Costs",
+                   cost: Callable[[Any], float], agreed: Iterable[Tuple[int, int]] = ()
+                   ) -> Tuple[Choice, Any]:
+        """Eager tuning: all the tuner's units at once, the choice kept on disk
+        (as tuned unless other processes loaded the CPUs meanwhile)."""
+        load = cpu_load.ForeignLoad()
+        choice, plan = _to_the_end(_watched(_tuning_units(geom, candidates, check, costs, cost,
+                                                          agreed, warn=self._warn,
+                                                          tuning=lambda: self.tuning_on), load))
+        if plan is not None:
+            kept._keep(self.store, key, geom, choice, not _loaded(choice, load))
+        return choice, plan
+
+    def _choose(self, key: PlanKey, geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
+                make_check: Callable[[], kernel_check.Check], costs: "_Costs",
+                cost: Callable[[Any], float], provisional: bool = False) -> Tuple[Choice, Any]:
+        """A new key's plan: the kept choice, else the first correct candidate
+        (``provisional``: the first that builds, see PROVISIONAL_MACS); unless
+        tuned, with a tuner for the key's later calls (eager tuning,
+        MXDECONV_TUNE=eager, tunes to the end here instead)."""
+        start = time.perf_counter()
+        check = make_check()
+        what = key.what.replace("_", " ")
+        try:
+            choice, plan, tuned = kept._from_disk(self.store, key, geom, candidates, check,
+                                               self.tuning_on) if self.tuning_on else \
+                (None, None, False)
+            if choice is None and self.tuning_on and not self.eager:
+                choice, plan = self._predicted_choice(key, geom, candidates, check, provisional)
+            if choice is None:  # eager tuning too starts from it: the same choice either way
+                choice, plan = self._first_choice(key, geom, candidates, check,
+                                             provisional and not self.eager)
+            if self.deterministic_on and plan is not None:
+                choice.how += ("; deterministic mode: checked before its first call, never "
+                               "tuned, kept for the process")
+            if choice.provisional:
+                pass  # checked, kept and tuned from its next call on (_confirm)
+            elif choice.confident:
+                # kept as a tuned choice: never tuned
+                kept._keep(self.store, key, geom, choice, True)
+            elif self.tuning_on and plan is not None and not tuned:
+                agreed = [(choice.index, choice.threads)]
+                if self.eager:  # tune from the first choice now
+                    tuned_choice, tuned_plan = self._tuned_now(key, geom, candidates, check, costs,
+                                                          cost, agreed)
+                    if tuned_plan is not None:
+                        choice, plan = tuned_choice, tuned_plan
+                else:
+                    choice.how += "; tuned on this layer's later calls"
+                    choice.tuner = self._start_tuning(key, geom, candidates, check, cost, costs,
+                                                 choice)
+        except kernel_check.CheckUnavailable as error:  # no verdict: try again next call
+            choice, plan = Choice(None, reason=str(error), transient=True), None
+        except MXNetError as error:  # oneDNN refused the pass outright
+            choice, plan = Choice(None, reason=str(error)), None
+        finally:
+            _ops.release_timing_buffers()
+        choice.seconds = time.perf_counter() - start
+        choice.key = key
+        if plan is None and not choice.reason:
+            choice.reason = "; ".join(f"{c}: {r}" for c, r in choice.rejected) or (
+                f"oneDNN {_ops.onednn_version()} has no {what} implementation for this geometry "
+                f"and dtype on this CPU (ISA {_ops.cpu_isa()})")
+        return choice, plan
+
+    def _plan(self, key: PlanKey, geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
+              make_check: Callable[[], kernel_check.Check], costs: "_Costs",
+              cost: Callable[[Any], float], provisional: bool = False) -> Union[Any, Unavailable]:
+        plan = _ops.cache(key)
+        if plan is not None and (type(plan) is Unavailable or (
+                plan.verdict.tuner is None and not plan.verdict.provisional)):
+            return plan
+        choice = self.choices.get(key)
+        if choice is not None and choice.provisional:  # its next call: the kernel check
+            choice = self._confirm(key, geom, candidates, make_check, costs, cost, choice,
+                              plan if plan is not None and plan.verdict is choice else None)
+        if choice is not None:
+            if choice.tuner is not None:  # being tuned on its calls: one unit, perhaps
+                choice.tuner.step()
+                choice = self.choices.get(key) or choice  # settled by that unit, perhaps
+            if plan is not None and not _same(plan.verdict, choice):
+                plan = None  # this thread's plan is not the choice any more
+            if plan is None and choice.index is not None:  # chosen by another thread, or before
+                plan = kept._rebuild(choice, candidates)
+                if plan is None:  # its candidate is not where it was: choose again
+                    choice = None
+        if choice is None:
+            choice, plan = self._choose(key, geom, candidates, make_check, costs, cost,
+                                        provisional)
+            if choice.transient:
+                return Unavailable(choice.verdict())
+            self.choices.put(key, choice)
+            if choice.provisional:
+                with self.refused_lock:
+                    self.unconfirmed[key] = lambda: self._confirm(
+                        key, geom, candidates, make_check, costs, cost, choice, None)
+        if plan is None:
+            unavailable = Unavailable(choice.verdict())
+            _ops.cache_put(key, unavailable)
+            return unavailable
+        plan.verdict = choice
+        _ops.cache_put(key, plan)
+        return plan
+
+    def pending(self) -> int:
+        """How many layer passes are still being tuned on their calls (or are
+        provisional, their kernel check still to run)."""
+        with self.refused_lock:
+            unconfirmed = len(self.unconfirmed)
+        with self.tuners_lock:
+            return len(self.tuners) + unconfirmed
+
+    def finish_tuning(self) -> int:
+        """Check every provisional layer pass and tune every layer pass still being
+        tuned on its calls to the end, now (for a server: run each layer once,
+        then call this before serving); their next calls use the tuned plans.
+        Returns how many were finished."""
+        with self.refused_lock:
+            confirmations = list(self.unconfirmed.items())
+            self.unconfirmed.clear()
+        for _, confirm in confirmations:
+            confirm()
+        with self.tuners_lock:
+            tuners = list(self.tuners.items())
+        for _, tuner in tuners:
+            tuner.finish()
+        return len({key for key, _ in confirmations} | {key for key, _ in tuners})
+
+    def forward_plan(self, geom: DeconvGeometry, dtype: str, training: bool, accumulate: bool,
+                     act_type: Optional[str] = None) -> Union[Any, Unavailable]:
+        """The forward plan (``accumulate``: req=add as a sum post-op; ``act_type``:
+        an activation after the bias, one of ``_ops.ELTWISE_ACTIVATIONS``, fused as
+        an eltwise post-op where the check can verify it, else by a separate
+        eltwise primitive).  An activation is part of the key, in memory and on
+        disk (where None adds nothing, so the keys of plans without one stay)."""
+        key = ForwardKey("forward", geom, dtype, training, accumulate, act_type,
+                         _ops.get_num_threads(), self.tuning_on)
+        fuse = act_type is not None and kernel_check.can_check_fused(act_type, dtype)
+        costs = _Costs()
+        # Without an activation, the arguments of earlier versions, for wrappers of these.
+        extra = () if act_type is None else (act_type, fuse)
+
+        def candidates(variant: Optional[tuple] = None) -> Iterable[Any]:
+            return _ops.forward_candidates(geom, dtype, training, accumulate, *extra,
+                                           **_only(variant))
+        if act_type is None:
+            make_check = lambda: kernel_check.forward_check(geom, dtype, accumulate)  # noqa: E731
+        else:
+            make_check = lambda: kernel_check.forward_check(  # noqa: E731
+                geom, dtype, accumulate, act_type)
+        return self._plan(key, geom, candidates, make_check, costs,
+                          lambda plan: _forward_cost(costs, plan, training, accumulate),
+                          self._may_be_provisional(geom, dtype, "forward")
+                          and act_type is None and not accumulate)
+
+    def _training_forward_weights(self, geom: DeconvGeometry, dtype: str, threads: int) -> Any:
+        """The weight layout of this thread's training forward plan for ``geom``
+        (without req=add or an activation; None: none planned yet)."""
+        plan = _ops.cache_peek(ForwardKey("forward", geom, dtype, True, False, None, threads,
+                                          self.tuning_on))
+        return None if plan is None or isinstance(plan, Unavailable) else plan.weights
+
+    def backward_plans(self, geom: DeconvGeometry,
+                       dtype: str) -> Union[BackwardPlans, Unavailable]:
+        """The backward-weights and backward-data plans, the two planned together:
+        backward data counts no out_grad reorder when it reads out_grad in
+        backward weights' layout, and no weight reorder when it takes the weight
+        in the layout of the step's training forward (planned before it)."""
+        threads = _ops.get_num_threads()
+        weights_costs, data_costs = _Costs(), _Costs()  # each tuner steps its own
+        defective = _known_defective(geom, dtype)
+        weights = self._plan(
+            BackwardKey("backward_weights", geom, dtype, threads, self.tuning_on), geom,
+            lambda variant=None: (c for c in _ops.backward_weights_candidates(
+                geom, dtype, **_only(variant)) if not defective(c)),
+            lambda: kernel_check.backward_weights_check(geom, dtype), weights_costs,
+            lambda plan: _backward_weights_cost(weights_costs, plan),
+            self._may_be_provisional(geom, dtype, "backward_weights"))
+        if isinstance(weights, Unavailable):
+            return weights
+        data = self._plan(
+            BackwardKey("backward_data", geom, dtype, threads, self.tuning_on), geom,
+            lambda variant=None: _ops.backward_data_candidates(geom, dtype, **_only(variant)),
+            lambda: kernel_check.backward_data_check(geom, dtype), data_costs,
+            # Looked up when timing (not on every call): the forward is
+            # planned before the backward in a training step.
+            lambda plan: pass_costs._backward_data_cost(
+                data_costs, plan, weights.diff_dst,
+                self._training_forward_weights(geom, dtype, threads)),
+            self._may_be_provisional(geom, dtype, "backward_data"))
+        if isinstance(data, Unavailable):
+            return data
+        return BackwardPlans(data, weights)
+
+    def store_path(self) -> Optional[str]:
+        """The plan cache file this process reads and writes, located on the first
+        call that needs it (None: memory only, by choice or because no cache
+        directory could be found)."""
+        path = self.store.path
+        return None if path is None else str(path)
+
+    def clear_choices(self) -> None:
+        """Forget every choice in memory (the next plan of each key is chosen, and
+        read from or written to the plan cache on disk, again)."""
+        self.choices.clear()
+        self.warned.clear()
+        self.store.clear()
+        with self.refused_lock:
+            self.refused.clear()
+            self.unconfirmed.clear()
+            self.confirming.clear()
+        with self.tuners_lock:
+            self.tuners.clear()

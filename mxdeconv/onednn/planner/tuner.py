@@ -1,0 +1,402 @@
+"""Tuning: the candidates timed end to end for the mode, on the caller's
+thread count and, for small layers, on one thread, as units of work
+(:func:`_tuning_units`) run all at once (eager tuning) or spread over a
+layer's calls by a :class:`_Tuner`, each call paying at most TUNE_SHARE more;
+the fastest candidate that agrees, after a duel with the first choice, is
+chosen.  Also the first correct candidate in oneDNN's order
+(:func:`_first_correct`), the fallback when nothing timed agrees."""
+from __future__ import annotations
+
+import functools
+import math
+import statistics
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Generator, Iterable, List, Optional, Sequence, Tuple
+
+from .. import cpu_load
+from .._loader import ops as _ops
+from .choice import BackwardPlans, Choice, Measured, _found_at
+from .costs import _Costs
+from .defects import _warn
+from mxdeconv._core.errors import MXNetError
+from mxdeconv.semantics.attributes import DeconvGeometry
+
+#: The tuning bound per pass: TUNE_FACTOR times the first candidate's time,
+#: within [TUNE_FLOOR_S, TUNE_CEILING_S], from the first candidate's
+#: measurement on (building later candidates counts, the final checks do not).
+TUNE_FACTOR, TUNE_FLOOR_S, TUNE_CEILING_S = 50, 0.03, 2.0
+#: How many of the fastest candidates of the first, two-run estimate are timed
+#: again, over several runs, before the fastest correct one is chosen.
+REFINE = 4
+#: Below this many multiply-adds a pass is also tried on one thread (OpenMP's
+#: fork/join costs more than the work); above it, only on the caller's count.
+ONE_THREAD_MACS = 32_000_000
+#: A candidate on several threads must be this much faster than one on one
+#: thread to be preferred (a fraction, and seconds): on a small layer their
+#: times differ by less than OpenMP's fork/join varies from run to run (timed
+#: back to back, a team looks faster than it is between real calls), and one
+#: thread leaves the other cores free.
+MORE_THREADS_MARGIN, MORE_THREADS_MARGIN_S = 0.05, 1e-6
+#: Another candidate must be this much faster than the pass's first choice
+#: (checked, and already running its calls) to replace it.  Closer than that
+#: the two differ by less than tuning's noise: in a benchmark run of
+#: 2026-12-04 the backward passes the tuner chose over the first choice for
+#: DCGAN 512 -> 256 at batch 32 ran up to 5% slower than it beside the peers,
+#: and their pair 25% slower.
+FIRST_CHOICE_MARGIN = 0.05
+#: Before a candidate replaces the first choice, the two are timed again in
+#: turns this many times each (with the refine run, the median decides).
+DUEL_ROUNDS = 2
+#: How a tuner's measurements mark the first choice it started from.
+FIRST_CHOICE = " (the first choice)"
+#: While a layer pass is tuned on its calls, each call costs on average at most
+#: this fraction of its own time more (see _Tuner).
+TUNE_SHARE = 0.25
+#: A tuner's first unit is taken to cost this many calls (building, timing the
+#: reorders, warm-up and timed runs) until one has been measured.
+UNIT_CALLS = 4
+#: The most calls a prepared call serves between two visits to the planner
+#: while its layer is tuned (a tiny layer's unit can cost thousands of calls).
+MAX_SERVED = 100_000
+
+
+def _thread_options(geom: DeconvGeometry, tuning: bool = True) -> List[int]:
+    """Thread counts to try: a small layer on one thread first (OpenMP's
+    fork/join can cost more than its work), then on the caller's count (only
+    that one when the planner does not tune, ``tuning`` False)."""
+    threads = _ops.get_num_threads()
+    param = geom.param
+    macs = (geom.data_shape[0] * geom.in_channels * math.prod(geom.spatial_in)
+            * param.num_filter // param.num_group * math.prod(param.kernel))
+    if threads == 1 or not tuning:
+        return [threads]
+    return [1, threads] if macs < ONE_THREAD_MACS else [threads]
+
+
+def _first_correct(geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
+                   check: Callable[[Any], Optional[str]], threads: int,
+                   skip: Iterable[int] = (),
+                   suspect: Optional[Callable[[Any], bool]] = None,
+                   warn: Optional[Callable[[Any, DeconvGeometry, str], None]] = None
+                   ) -> Tuple[Optional[Any], Optional[Any], List[Tuple[str, str]]]:
+    """The first candidate (not in ``skip``; those ``suspect`` names last)
+    whose plan agrees, its plan, the rejections (each disagreement reported
+    to ``warn``, by default a set of warnings of this call's own)."""
+    if warn is None:
+        warn = functools.partial(_warn, set())
+    rejected: List[Tuple[str, str]] = []
+    skip = set(skip)
+    deferred: List[Any] = []
+
+    def ordered() -> Iterable[Any]:
+        for candidate in candidates():
+            if suspect is not None and suspect(candidate):
+                deferred.append(candidate)
+            else:
+                yield candidate
+        yield from deferred
+
+    with _ops.using_threads(threads):
+        for candidate in ordered():
+            if candidate.index in skip:
+                continue
+            try:
+                plan = candidate.build()
+            except MXNetError as error:
+                rejected.append((repr(candidate), str(error)))
+                continue
+            reason = check(plan)
+            if reason is None:
+                return candidate, plan, rejected
+            rejected.append((repr(candidate), reason))
+            warn(candidate, geom, reason)
+    return None, None, rejected
+
+
+Units = Generator[None, None, Tuple[Choice, Any]]
+
+
+@dataclass
+class _Timed:
+    """A candidate the tuner timed (its plan is built again when needed)."""
+
+    seconds: float
+    threads: int
+    candidate: Any
+
+
+def _tuning_units(geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
+                  check: Callable[[Any], Optional[str]], costs: "_Costs",
+                  cost: Callable[[Any], float], agreed: Iterable[Tuple[int, int]] = (),
+                  warn: Optional[Callable[[Any, DeconvGeometry, str], None]] = None,
+                  tuning: Callable[[], bool] = lambda: True) -> Units:
+    """The tuner, as units of work with a yield after each (one candidate built
+    and estimated, one estimate refined, one plan checked), so that it can run
+    all at once or spread over a layer's calls; returns the choice and its plan.
+
+    Every candidate is estimated within the bound (the faster of two runs
+    each), the fastest few are timed again precisely, then checked fastest
+    first; ``agreed`` lists (candidate index, threads) already checked.  The
+    bound counts only the units' own time, not what runs between them.
+
+    No plan outlives the unit that built it: oneDNN's library-managed
+    scratchpad is per thread (a primitive created on one thread reads the
+    scratchpad of the thread that runs it, and one destroyed on another
+    thread releases that thread's), and the units of a tuner spread over the
+    calls run on whichever threads call the layer.  A unit that needs a plan
+    builds it again (oneDNN's primitive cache makes that cheap).  Each
+    disagreement is reported to ``warn`` (by default a set of warnings of this call's own)."""
+    if warn is None:
+        warn = functools.partial(_warn, set())
+    timed: List[_Timed] = []
+    rejected: List[Tuple[str, str]] = []
+    options = _thread_options(geom, tuning())
+    agreed = set(agreed)
+    costs.precise = False
+    share = None  # each thread count gets an equal part of the bound
+    for threads in options:
+        with _ops.using_threads(threads):
+            remaining = iter(candidates())
+        spent = 0.0
+        while share is None or spent <= share:
+            begun = time.perf_counter()
+            with _ops.using_threads(threads):
+                candidate = next(remaining, None)
+                if candidate is None:
+                    break
+                if candidate.is_reference:
+                    continue
+                try:
+                    seconds = cost(candidate.build())
+                except MXNetError as error:
+                    rejected.append((repr(candidate), str(error)))
+                    seconds = math.inf
+            if share is None and not math.isinf(seconds):
+                bound = max(TUNE_FLOOR_S, min(TUNE_FACTOR * seconds, TUNE_CEILING_S))
+                share = bound / len(options)
+                # The bound starts once the first candidate is measured:
+                # building it (JIT, first touch) can take longer than the
+                # whole bound on a mid-size layer, which then compared nothing.
+            else:
+                spent += time.perf_counter() - begun
+            if not math.isinf(seconds):  # inf: not a contender (see the cost functions)
+                timed.append(_Timed(seconds, threads, candidate))
+            yield
+    def incumbent(entry: _Timed) -> bool:
+        return (entry.candidate.index, entry.threads) in agreed
+
+    def rank(entry: _Timed) -> float:
+        return _ranking((entry.seconds, entry.threads), incumbent(entry))
+
+    costs.precise = True
+    timed.sort(key=lambda entry: entry.seconds)
+    # The fastest few, and the first choice wherever it came: it is the one
+    # to beat (FIRST_CHOICE_MARGIN), so its time must be as precise.
+    for entry in timed[:REFINE] + [e for e in timed[REFINE:] if incumbent(e)]:
+        with _ops.using_threads(entry.threads):
+            entry.seconds = cost(entry.candidate.build())
+        yield
+    timed.sort(key=rank)
+    # The leader must win again against the first choice and against a
+    # runner-up within FIRST_CHOICE_MARGIN of it, all timed in turns: one
+    # hiccup in a refine run decides a swap or a near-tie otherwise.
+    duel = timed[:1] + [e for e in timed[1:] if incumbent(e)]
+    if len(timed) > 1 and timed[1] not in duel and \
+            rank(timed[1]) <= rank(timed[0]) * (1 + FIRST_CHOICE_MARGIN):
+        duel.append(timed[1])
+    if len(duel) > 1:
+        runs = [[entry.seconds] for entry in duel]
+        for _ in range(DUEL_ROUNDS):
+            for entry, times in zip(duel, runs):
+                with _ops.using_threads(entry.threads):
+                    times.append(cost(entry.candidate.build()))
+                yield
+        for entry, times in zip(duel, runs):
+            entry.seconds = statistics.median(times)
+        timed.sort(key=rank)
+    measured = [Measured(repr(e.candidate) + (FIRST_CHOICE if incumbent(e) else ""),
+                         e.threads, e.seconds) for e in timed]
+    for position, entry in enumerate(timed):
+        candidate, threads = entry.candidate, entry.threads
+        plan = None
+        with _ops.using_threads(threads):
+            try:
+                plan = candidate.build()
+                reason = None if (candidate.index, threads) in agreed else check(plan)
+            except MXNetError as error:
+                reason = str(error)
+        if reason is None:
+            measured[position].verdict = "chosen: agreed"
+            return Choice(candidate.index, threads, candidate.impl, "tuned", rejected,
+                          measured, found_at=_found_at(candidate)), plan
+        del plan  # not past this unit (see above)
+        measured[position].verdict = f"rejected: {reason}"
+        rejected.append((repr(candidate), reason))
+        warn(candidate, geom, reason)
+        yield
+    # Nothing timed agreed: correctness first, whatever the time.
+    threads = _ops.get_num_threads()
+    tried = [e.candidate.index for e in timed if e.threads == threads]
+    candidate, plan, more = _first_correct(geom, candidates, check, threads, tried,
+                                           warn=warn)
+    rejected += more
+    if candidate is None:
+        return Choice(None, rejected=rejected, measured=measured), None
+    return Choice(candidate.index, threads, candidate.impl, "first correct candidate",
+                  rejected, measured, found_at=_found_at(candidate)), plan
+
+
+def _watched(units: Units, load: cpu_load.ForeignLoad) -> Units:
+    """``units``, with the CPU time other processes took while each ran added
+    to ``load`` (not between units: what runs then does not touch a timing)."""
+    while True:
+        load.begin()
+        try:
+            next(units)
+        except StopIteration as stop:
+            return stop.value
+        finally:
+            load.end()
+        yield
+
+
+def _loaded(choice: Choice, load: cpu_load.ForeignLoad) -> bool:
+    """Whether ``choice`` was tuned while other processes took more than
+    LOADED_SHARE of the CPUs: then it is kept for this process only, and the
+    next one tunes again (its timings are worth little, see cpu_load)."""
+    if not load.loaded():
+        return False
+    choice.how += (f" (while other processes took {load.share():.0%} of the CPUs: kept for "
+                   "this process, tuned again in the next)")
+    return True
+
+
+def _to_the_end(units: Units) -> Tuple[Choice, Any]:
+    while True:
+        try:
+            next(units)
+        except StopIteration as stop:
+            return stop.value
+
+
+def _ranking(entry: Sequence[Any], incumbent: bool = False) -> float:
+    """A timed candidate's rank: its seconds, plus the margins on several
+    threads and for not being the first choice (``incumbent``) of a tuner
+    that started from one."""
+    seconds, threads = entry[0], entry[1]
+    if threads > 1:
+        seconds = seconds * (1 + MORE_THREADS_MARGIN) + MORE_THREADS_MARGIN_S
+    return seconds if incumbent else seconds * (1 + FIRST_CHOICE_MARGIN)
+
+
+class _Tuner:
+    """Tunes one planner key a unit at a time on the key's later calls.
+
+    Each call earns TUNE_SHARE of a call's time (:func:`serve`, :func:`ran`),
+    and a unit runs once the time earned covers what the last unit cost (at
+    first, UNIT_CALLS calls): units are paid for before they run, so while a
+    layer is tuned its calls cost on average at most TUNE_SHARE more, and a
+    short script pays nothing.
+    One thread at a time steps a tuner (a call that finds it busy runs on).
+    ``settle`` receives the tuned choice, its plan and a note once the units
+    end (None, None and why, when they failed).
+    """
+
+    def __init__(self, units: Units,
+                 settle: Callable[[Optional[Choice], Any, str], None]) -> None:
+        self._units = units
+        self._settle = settle
+        self._lock = threading.Lock()
+        self._credit = 0.0
+        self._call_seconds = math.inf  # the least a timed call took
+        self._unit_seconds = math.inf  # what the last unit cost: none is due untimed
+        self.steps, self.seconds = 0, 0.0
+        self.done = False
+
+    def earn(self, call_seconds: float, calls: int = 1) -> None:
+        """``calls`` calls of this key earn their share: each is taken to cost
+        the least any timed call cost (``call_seconds``, a call timed on the
+        full path, may be slow, just after a unit: a call's time overstated
+        would let the tuner overspend, understated only slows it)."""
+        self._call_seconds = min(self._call_seconds, call_seconds)
+        if math.isinf(self._unit_seconds):
+            self._unit_seconds = UNIT_CALLS * self._call_seconds
+        self._credit += TUNE_SHARE * self._call_seconds * calls
+
+    def calls_until_due(self) -> int:
+        """How many calls (at the last one's time) still pay for the next unit."""
+        owed = self._unit_seconds - self._credit
+        if self.done or owed <= 0 or math.isinf(owed):
+            return 0
+        return min(MAX_SERVED, math.ceil(owed / (TUNE_SHARE * max(self._call_seconds, 1e-9))))
+
+    def step(self, force: bool = False) -> bool:
+        """One unit if the share allows it (``force``: now, waiting for another
+        thread's unit); whether tuning has ended.  A failure ends it on the
+        first choice: tuning is a bonus, and the call must not fail for it."""
+        if not self._lock.acquire(blocking=force):
+            return self.done
+        try:
+            if self.done:
+                return True
+            if not force and self._credit < self._unit_seconds:
+                return False
+            begun = time.perf_counter()
+            result: Optional[Tuple[Optional[Choice], Any, str]] = None
+            try:
+                next(self._units)
+            except StopIteration as stop:
+                result = (*stop.value, "")
+            except Exception as error:  # noqa: BLE001
+                result = (None, None, f"tuning stopped: {type(error).__name__}: {error}")
+            finally:
+                _ops.release_timing_buffers()
+                elapsed = time.perf_counter() - begun
+                self.steps += 1
+                self.seconds += elapsed
+                self._credit -= elapsed
+                self._unit_seconds = elapsed
+            if result is not None:
+                self.done = True
+                self._units.close()
+                self._settle(*result)
+            return self.done
+        finally:
+            self._lock.release()
+
+    def finish(self) -> None:
+        while not self.step(force=True):
+            pass
+
+
+def _tuners(plan: Any, seconds: float) -> List[Tuple[_Tuner, float]]:
+    """The tuners of ``plan``'s passes still tuned on their calls (a forward
+    plan or BackwardPlans), each with its part of a call's ``seconds`` (a
+    backward call's time is split between its two passes)."""
+    passes = (plan.weights, plan.data) if isinstance(plan, BackwardPlans) else (plan,)
+    return [(p.verdict.tuner, seconds / len(passes)) for p in passes
+            if p.verdict.tuner is not None]
+
+
+def ran(plan: Any, seconds: float) -> None:
+    """A call ran ``plan`` in ``seconds``: each pass still tuned earns its share."""
+    for tuner, share in _tuners(plan, seconds):
+        tuner.earn(share)
+
+
+def serve(plan: Any, seconds: float) -> int:
+    """A call ran ``plan`` on the full path in ``seconds``, and leaves a
+    prepared call: how many calls that may serve before one comes back for
+    the next unit of tuning (-1: a settled plan, no limit).  Those calls are
+    paid for now, as if each took as long as this one."""
+    tuners = _tuners(plan, seconds)
+    if not tuners:
+        return -1
+    for tuner, share in tuners:
+        tuner.earn(share)
+    calls = min(tuner.calls_until_due() for tuner, _ in tuners)
+    for tuner, share in tuners:
+        tuner.earn(share, calls)
+    return calls
