@@ -41,20 +41,26 @@ def _extension():
 
 
 def runtime_info() -> Dict[str, Any]:
-    """oneDNN version and ISA actually loaded, threads, and the cache bound.
+    """oneDNN version and ISA actually loaded, threads (and where the count
+    came from: ``set_num_threads``, ``OMP_NUM_THREADS``, else the affinity
+    mask or the cgroup CPU quota, whichever is smaller), and the cache bound.
 
     >>> import mxdeconv
-    >>> sorted(mxdeconv.runtime_info())
-    ['cache_capacity', 'cpu_isa', 'num_threads', 'onednn_enabled', 'onednn_version']
+    >>> sorted(mxdeconv.runtime_info())  # doctest: +NORMALIZE_WHITESPACE
+    ['cache_capacity', 'cpu_isa', 'num_threads', 'num_threads_source', 'onednn_enabled',
+     'onednn_version']
     """
     ops = _extension()
     return {"onednn_version": ops.onednn_version(), "cpu_isa": ops.cpu_isa(),
-            "num_threads": ops.get_num_threads(), "onednn_enabled": onednn_enabled(),
+            "num_threads": ops.get_num_threads(),
+            "num_threads_source": ops.num_threads_source(), "onednn_enabled": onednn_enabled(),
             "cache_capacity": ops.cache_info()["capacity"]}
 
 
 def set_num_threads(count: int) -> None:
-    """Run oneDNN with ``count`` OpenMP threads (default: ``OMP_NUM_THREADS``).
+    """Run oneDNN with ``count`` OpenMP threads (default: ``OMP_NUM_THREADS``,
+    else the CPUs the process can really run on: its affinity mask and its
+    cgroup's CPU quota, whichever is smaller; see :doc:`reliability`).
 
     >>> import mxdeconv
     >>> previous = mxdeconv.get_num_threads()

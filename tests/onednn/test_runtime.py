@@ -65,6 +65,59 @@ def test_omp_num_threads_is_followed():
     assert result.stdout.strip() == "1"
 
 
+def _threads_in_subprocess(code, **env_changes):
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    env.update(env_changes)
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout.strip().split(" ", 1)
+
+
+REPORT = "print(mxdeconv.get_num_threads(), mxdeconv.runtime_info()['num_threads_source'])"
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="Linux affinity masks")
+def test_a_reduced_affinity_mask_is_the_default_thread_count():
+    count, source = _threads_in_subprocess(
+        "import os; os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]}); "
+        "import mxdeconv; " + REPORT)
+    assert (count, source) == ("1", "affinity mask (1 CPU)")
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="Linux affinity masks")
+def test_omp_num_threads_wins_over_the_affinity_mask():
+    count, source = _threads_in_subprocess(
+        "import os; os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]}); "
+        "import mxdeconv; " + REPORT, OMP_NUM_THREADS="3")
+    assert (count, source) == ("3", "OMP_NUM_THREADS=3")
+
+
+def test_a_cgroup_quota_is_applied_to_every_thread():
+    """The import applies the count _core.cpus reports (here a fake quota of
+    one CPU) to the importing thread and to threads started later (OpenMP
+    keeps the count per thread); junk in OMP_NUM_THREADS, which GNU OpenMP
+    ignores, does not count as the user's choice."""
+    count, source = _threads_in_subprocess(
+        "import threading, mxdeconv; from mxdeconv._core.cpus import UsableCpus; "
+        "mxdeconv._ops._default_threads(UsableCpus(1, 'cgroup CPU quota (fake)')); "
+        "seen = []; t = threading.Thread(target=lambda: seen.append("
+        "mxdeconv.get_num_threads())); t.start(); t.join(); assert seen == [1], seen; "
+        "from mxdeconv import nd; nd.Deconvolution(nd.ones((1, 16, 3, 3)), "
+        "nd.ones((16, 8, 3, 3)), kernel=(3, 3), num_filter=8).asnumpy(); " + REPORT,
+        OMP_NUM_THREADS="junk")
+    assert (count, source) == ("1", "cgroup CPU quota (fake)")
+
+
+def test_the_source_of_the_thread_count_follows_set_num_threads():
+    before = mxdeconv.get_num_threads()
+    try:
+        mxdeconv.set_num_threads(1)
+        assert mxdeconv.runtime_info()["num_threads_source"] == "set_num_threads(1)"
+    finally:
+        mxdeconv.set_num_threads(before)
+
+
 def test_disabling_onednn_by_environment():
     env = dict(os.environ, MXDECONV_ONEDNN="0")
     code = ("import numpy as np, mxdeconv; from mxdeconv import nd; "
