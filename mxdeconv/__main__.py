@@ -40,6 +40,7 @@ def runtime_lines() -> List[str]:
         ("oneDNN", info["onednn_version"]),
         ("cpu_isa", info["cpu_isa"]),
         ("threads", f"{info['num_threads']} ({info['num_threads_source']})"),
+        ("OpenMP wait", info["openmp_wait"]),
         ("oneDNN path", "enabled" if info["onednn_enabled"] else
          "switched off (MXDECONV_ONEDNN=0 or set_onednn_enabled(False))"),
         ("primitive cache", f"{info['cache_capacity']} entries per thread"),

@@ -118,6 +118,53 @@ def test_the_source_of_the_thread_count_follows_set_num_threads():
         mxdeconv.set_num_threads(before)
 
 
+def _without_wait_variables(**changes):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
+    env.update(changes)
+    return env
+
+
+def test_gnu_openmp_spins_briefly_unless_told_otherwise():
+    """GNU OpenMP reads GOMP_SPINCOUNT when it loads: mxdeconv sets its
+    default for that moment only (OMP_DISPLAY_ENV shows what libgomp took),
+    and the environment its children inherit is the user's."""
+    from mxdeconv.onednn import _loader
+    code = ("import os, mxdeconv; print(repr(mxdeconv.runtime_info()['openmp_wait']), "
+            "'GOMP_SPINCOUNT' in os.environ)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env=_without_wait_variables(OMP_DISPLAY_ENV="verbose"),
+                            timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    wait = f"GOMP_SPINCOUNT={_loader.SPINCOUNT} (mxdeconv's default)"
+    assert result.stdout.strip() == f"{wait!r} False"
+    assert f"GOMP_SPINCOUNT = '{_loader.SPINCOUNT}'" in result.stderr
+
+
+@pytest.mark.parametrize("variable, value", [("OMP_WAIT_POLICY", "passive"),
+                                             ("GOMP_SPINCOUNT", "300000")])
+def test_the_users_wait_policy_wins(variable, value):
+    code = "import mxdeconv; print(mxdeconv.runtime_info()['openmp_wait'])"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env=_without_wait_variables(**{variable: value,
+                                                           "OMP_DISPLAY_ENV": "verbose"}),
+                            timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip() == f"{variable}={value} (the environment)"
+    if variable == "GOMP_SPINCOUNT":
+        assert f"GOMP_SPINCOUNT = '{value}'" in result.stderr
+
+
+def test_the_wait_policy_is_left_alone_when_gnu_openmp_is_already_loaded(monkeypatch):
+    from mxdeconv.onednn import _loader
+    monkeypatch.setattr(_loader, "_gomp_loaded", lambda: True)
+    words, set_it = _loader._wait_policy({})
+    assert not set_it and "loaded before mxdeconv" in words
+    monkeypatch.setattr(_loader, "_gomp_loaded", lambda: False)
+    assert _loader._wait_policy({"OMP_WAIT_POLICY": ""}) == (
+        f"GOMP_SPINCOUNT={_loader.SPINCOUNT} (mxdeconv's default)", True)
+
+
 def test_disabling_onednn_by_environment():
     env = dict(os.environ, MXDECONV_ONEDNN="0")
     code = ("import numpy as np, mxdeconv; from mxdeconv import nd; "
