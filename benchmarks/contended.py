@@ -6,7 +6,7 @@ another process keeps a core busy.
     python benchmarks/contended.py --peers torch,mxnet  # and the peers, at their defaults
     python benchmarks/contended.py --settings default,passive --rounds 9
 
-The layer is DCGAN 512 -> 256 (32x512x4x4 -> 32x256x8x8, k4 s2 p1, bias),
+The layer is DCGAN 512 -> 256 (32x512x4x4 -> 32x256x8x8, k4 s2 p1, bias; ``--batch``),
 float32: a training step (forward, then the three gradients) and an
 inference forward (the weight kept in the primitive's layout).  Every
 contender (a library under one setting: GNU OpenMP's wait policy, its spin
@@ -69,10 +69,11 @@ MODES = ("train", "infer")
 def _layer():
     import numpy as np
     rng = np.random.default_rng(0)
-    data = rng.standard_normal((32, 512, 4, 4)).astype(np.float32)
+    batch = int(os.environ.get("CONTENDED_BATCH", "32"))
+    data = rng.standard_normal((batch, 512, 4, 4)).astype(np.float32)
     weight = (rng.standard_normal((512, 256, 4, 4)) * 0.05).astype(np.float32)
     bias = rng.standard_normal(256).astype(np.float32)
-    out_grad = rng.standard_normal((32, 256, 8, 8)).astype(np.float32)
+    out_grad = rng.standard_normal((batch, 256, 8, 8)).astype(np.float32)
     return data, weight, bias, out_grad
 
 
@@ -250,6 +251,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--steps", type=int, default=10,
                         help="training steps per block; inference runs 3x as many "
                              "(default %(default)s)")
+    parser.add_argument("--batch", type=int, default=32, help="batch size (%(default)s)")
     parser.add_argument("--json", type=Path, help="write every time here")
     args = parser.parse_args(argv)
     if args.worker:
@@ -267,6 +269,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     # the settings are compared on the same plans (per thread count).
     base.setdefault("MXDECONV_CACHE_DIR", tempfile.mkdtemp(prefix="mxdeconv-contended-"))
     base.setdefault("MXDECONV_LOAD_WATCH", "0")
+    base["CONTENDED_BATCH"] = str(args.batch)      # the workers' layer
     wanted = [("mxdeconv " + n, "mxdeconv", sys.executable, dict(base, **SETTINGS[n]))
               for n in names]
     for peer in [p for p in args.peers.split(",") if p]:
@@ -310,7 +313,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for contender in contenders:
             contender.close()
 
-    print(f"DCGAN 512 -> 256, 32x512x4x4, k4 s2 p1, bias, float32; {_cpu_name()}, "
+    print(f"DCGAN 512 -> 256, {args.batch}x512x4x4, k4 s2 p1, bias, float32; {_cpu_name()}, "
           f"{len(os.sched_getaffinity(0))} CPUs; {args.rounds} quiet and {args.rounds} "
           "contended rounds interleaved (contended: one python busy loop); medians, ms")
     header = (f"{'contender':<26} {'threads':>7}  {'train quiet':>11} {'contended':>9} "
