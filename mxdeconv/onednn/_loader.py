@@ -36,11 +36,15 @@ def _installed_libdnnl() -> Optional[Path]:
 
 #: GNU OpenMP's spin count when the user chose no wait policy (GOMP_SPINCOUNT
 #: and OMP_WAIT_POLICY both unset).  libgomp's own default spins a waiting
-#: thread 300000 times (about 3 ms) at every barrier and between parallel
-#: regions before it sleeps: on a machine where another process holds a
-#: core, those spins take the CPU from the thread everybody waits for, and a
-#: training step of DCGAN 512 -> 256 ran 3.6x slower (MXNet 1.9x).  See
-#: docs/shared_machines.rst for the measurements behind the value.
+#: thread 300000 times at every barrier and between parallel regions before
+#: it sleeps: on a machine where other processes hold the cores, those spins
+#: take the CPU from the thread everybody waits for (DCGAN 512 -> 256's
+#: training step ran 3.6x slower beside one busy process; MXNet 1.9x).
+#: Sleeping at once (OMP_WAIT_POLICY=passive) costs a quiet machine up to
+#: 1.5x on small calls (batch 1), where waking a sleeping thread is a large
+#: part of a call; 10000 spins kept the quiet speed at batch 1 and 32 and
+#: were within noise of passive under load; 100000 kept much of the slowdown
+#: (docs/performance.rst, "Under load"; benchmarks/contended.py).
 SPINCOUNT = "10000"
 _WAIT_VARIABLES = ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")
 
