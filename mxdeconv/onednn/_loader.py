@@ -42,9 +42,11 @@ def _installed_libdnnl() -> Optional[Path]:
 #: training step ran 3.6x slower beside one busy process; MXNet 1.9x).
 #: Sleeping at once (OMP_WAIT_POLICY=passive) costs a quiet machine up to
 #: 1.5x on small calls (batch 1), where waking a sleeping thread is a large
-#: part of a call; 10000 spins kept the quiet speed at batch 1 and 32 and
-#: were within noise of passive under load; 100000 kept much of the slowdown
-#: (docs/performance.rst, "Under load"; benchmarks/contended.py).
+#: part of a call.  10000 spins kept the best (idle-moment) steps of
+#: libgomp's default at batch 1, and on a shared 2-core machine they were
+#: 1.4-2.9x faster than it, 1.1x (batch 32) to 2x (batch 1) passive's time;
+#: 100000 kept much of the slowdown (docs/performance.rst, "Under load";
+#: benchmarks/contended.py).  No idle machine was available to measure.
 SPINCOUNT = "10000"
 _WAIT_VARIABLES = ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")
 
