@@ -8,7 +8,7 @@
 #: Largest thread count accepted: libgomp crashes on absurd counts (10**6).
 MAX_THREADS = 1024
 _tls = threading.local()
-cdef int _requested_threads = 0   # 0: leave OpenMP's default (OMP_NUM_THREADS)
+cdef int _requested_threads = 0   # 0: OMP_NUM_THREADS, which GNU OpenMP applies itself
 cdef long _thread_epoch = 0       # bumped to make every thread re-apply the count
 cdef bint _team_started = False   # an OpenMP team of > 1 threads ran in this process
 cdef bint _forked_child = False   # forked after a team ran: more threads would hang
