@@ -18,6 +18,7 @@ from .onednn import planner
 from .ndarray import random
 from .autograd import is_training, predict_mode, set_training, train_mode
 from .onednn._loader import ERROR as EXTENSION_ERROR
+from .onednn._loader import OPENMP_WAIT as _OPENMP_WAIT
 from .onednn._loader import ops as _ops
 from ._core.errors import Float16OverflowWarning, KernelDefectWarning, MXNetError
 from ._core.context import Context, cpu, current_context, gpu
@@ -48,20 +49,28 @@ def _extension():
 
 
 def runtime_info() -> Dict[str, Any]:
-    """oneDNN version and ISA actually loaded, threads, and the cache bound.
+    """oneDNN version and ISA actually loaded, threads (and where the count
+    came from: ``set_num_threads``, ``OMP_NUM_THREADS``, else the affinity
+    mask or the cgroup CPU quota, whichever is smaller), the cache bound, and
+    GNU OpenMP's wait policy (``openmp_wait``: mxdeconv's ``GOMP_SPINCOUNT``
+    default, the environment's, or GNU OpenMP's own when it was loaded first).
 
     >>> import mxdeconv
-    >>> sorted(mxdeconv.runtime_info())
-    ['cache_capacity', 'cpu_isa', 'num_threads', 'onednn_enabled', 'onednn_version']
+    >>> sorted(mxdeconv.runtime_info())  # doctest: +NORMALIZE_WHITESPACE
+    ['cache_capacity', 'cpu_isa', 'num_threads', 'num_threads_source', 'onednn_enabled',
+     'onednn_version', 'openmp_wait']
     """
     ops = _extension()
     return {"onednn_version": ops.onednn_version(), "cpu_isa": ops.cpu_isa(),
-            "num_threads": ops.get_num_threads(), "onednn_enabled": onednn_enabled(),
-            "cache_capacity": ops.cache_info()["capacity"]}
+            "num_threads": ops.get_num_threads(),
+            "num_threads_source": ops.num_threads_source(), "onednn_enabled": onednn_enabled(),
+            "cache_capacity": ops.cache_info()["capacity"], "openmp_wait": _OPENMP_WAIT}
 
 
 def set_num_threads(count: int) -> None:
-    """Run oneDNN with ``count`` OpenMP threads (default: ``OMP_NUM_THREADS``).
+    """Run oneDNN with ``count`` OpenMP threads (default: ``OMP_NUM_THREADS``,
+    else the CPUs the process can really run on: its affinity mask and its
+    cgroup's CPU quota, whichever is smaller; see :doc:`reliability`).
 
     >>> import mxdeconv
     >>> previous = mxdeconv.get_num_threads()

@@ -39,7 +39,8 @@ def runtime_lines() -> List[str]:
         ("mxdeconv", f"{mxdeconv.__version__} ({mxdeconv.__file__.rsplit('/', 1)[0]})"),
         ("oneDNN", info["onednn_version"]),
         ("cpu_isa", info["cpu_isa"]),
-        ("threads", str(info["num_threads"])),
+        ("threads", f"{info['num_threads']} ({info['num_threads_source']})"),
+        ("OpenMP wait", info["openmp_wait"]),
         ("oneDNN path", "enabled" if info["onednn_enabled"] else
          "switched off (MXDECONV_ONEDNN=0 or set_onednn_enabled(False))"),
         ("primitive cache", f"{info['cache_capacity']} entries per thread"),

@@ -8,10 +8,12 @@
 #: Largest thread count accepted: libgomp crashes on absurd counts (10**6).
 MAX_THREADS = 1024
 _tls = threading.local()
-cdef int _requested_threads = 0   # 0: leave OpenMP's default (OMP_NUM_THREADS)
+cdef int _requested_threads = 0   # 0: OMP_NUM_THREADS, which GNU OpenMP applies itself
 cdef long _thread_epoch = 0       # bumped to make every thread re-apply the count
 cdef bint _team_started = False   # an OpenMP team of > 1 threads ran in this process
 cdef bint _forked_child = False   # forked after a team ran: more threads would hang
+#: Where the thread count in force came from, in words (runtime_info, explain).
+cdef object _threads_source = "GNU OpenMP's default"
 
 
 cdef class ThreadState:
@@ -81,8 +83,17 @@ def set_num_threads(count):
             f"set_num_threads: count must be 1 in a process forked after oneDNN ran "
             f"with several threads, got {count}: GNU OpenMP cannot start threads after "
             "fork() (use multiprocessing's 'spawn' or 'forkserver' start method)")
+    global _threads_source
     _set_threads(count)
+    _threads_source = f"set_num_threads({count})"
     thread_count(thread_state())
+
+
+def num_threads_source():
+    """Where the thread count in force came from: ``set_num_threads``,
+    ``OMP_NUM_THREADS``, the affinity mask or the cgroup CPU quota (the
+    default), or a fork."""
+    return _threads_source
 
 
 def get_num_threads():
@@ -124,35 +135,62 @@ cdef class using_threads:
         return False
 
 
-def _clamp_environment_threads():
-    """Survive a huge OMP_NUM_THREADS: run on the CPUs this process may use,
-    with a warning.  (Capping at MAX_THREADS was not enough: a thousand
-    threads on a small machine or under a container's task limit make libgomp
-    abort the process, "Thread creation failed".)"""
+def _omp_num_threads_word(int count):
+    """OMP_NUM_THREADS when GNU OpenMP took it (a positive integer, or a comma
+    list starting with one, that is the count it starts with), else None:
+    libgomp ignores junk and overflowing values, with a message on stderr."""
+    value = os.environ.get("OMP_NUM_THREADS")
+    first = (value or "").split(",")[0].strip()
+    taken = first.isdigit() and 0 < int(first) and (int(first) == count
+                                                     or count > MAX_THREADS)
+    return value if taken else None
+
+
+def _default_threads(usable=None):
+    """Choose the thread count at import.  ``OMP_NUM_THREADS`` wins when set.
+    Otherwise the CPUs this process can really run on (``_core.cpus``: the
+    affinity mask and the cgroup CPU quota, whichever is smaller): GNU OpenMP
+    follows the mask but not a container's quota, and a team larger than the
+    quota waits at every barrier for a throttled thread.  A huge
+    OMP_NUM_THREADS is a mistake survived with a warning (capping at
+    MAX_THREADS was not enough: a thousand threads on a small machine or under
+    a container's task limit make libgomp abort the process, "Thread creation
+    failed")."""
+    global _threads_source
     cdef int count = omp_get_max_threads()
+    word = _omp_num_threads_word(count)
+    if word is not None and count <= MAX_THREADS:
+        _threads_source = f"OMP_NUM_THREADS={word}"
+        return
+    if usable is None:
+        usable = usable_cpus()
+    chosen = min(usable.count, MAX_THREADS)
     if count > MAX_THREADS:
-        affinity = getattr(os, "sched_getaffinity", None)   # Linux; cpu_count elsewhere
-        usable = min(len(affinity(0)) if affinity else (os.cpu_count() or 1), MAX_THREADS)
         warnings.warn(f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')!r} asks for "
                       f"{count} threads, over mxdeconv's limit of {MAX_THREADS}; oneDNN "
-                      f"runs on this process's {usable} CPU(s) instead", RuntimeWarning,
+                      f"runs on this process's {chosen} CPU(s) instead", RuntimeWarning,
                       stacklevel=2)
-        _set_threads(usable)
-        omp_set_num_threads(usable)   # this thread's default from now on, too
+        _threads_source = (f"{usable.source}, OMP_NUM_THREADS="
+                           f"{os.environ.get('OMP_NUM_THREADS')} being over {MAX_THREADS}")
+    else:
+        _threads_source = usable.source
+    _set_threads(chosen)
+    omp_set_num_threads(chosen)   # this thread's default from now on, too
 
 
 def _after_fork_in_child():
     """A forked child inherits libgomp's thread team as dead threads: its next
     parallel region would wait for them forever.  One thread never starts a
     team, so the child runs single-threaded (PyTorch does the same)."""
-    global _forked_child
+    global _forked_child, _threads_source
     if _team_started:
         _forked_child = True
         _set_threads(1)
+        _threads_source = "a process forked after oneDNN ran with several threads: 1"
         state = getattr(_tls, "state", None)
         if state is not None:  # its primitives were planned for the parent's team
             (<ThreadState>state).cache.clear()
 
 
-_clamp_environment_threads()
+_default_threads()
 os.register_at_fork(after_in_child=_after_fork_in_child)

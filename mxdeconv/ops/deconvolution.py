@@ -385,8 +385,15 @@ def explain(data: Any, weight: Any, bias: Any = None, train: Optional[bool] = No
             bias_note += f"; {plan.act_type} fused into the bias addition"
         text += (f"\n  oneDNN forward kernel {plan.impl} ({bias_note}); layouts: src "
                  f"{plan.src.name}, weights {plan.weights.name}, dst {plan.dst.name}"
-                 f"\n  check: {plan.verdict.verdict()}")
+                 f"\n  check: {plan.verdict.verdict()}"
+                 f"\n  threads: {plan.threads} ({_threads_source()})")
     return text
+
+
+def _threads_source() -> str:
+    """Where the process's thread count came from (the oneDNN extension's word)."""
+    from mxdeconv.onednn._loader import ops
+    return ops.num_threads_source() if ops is not None else "unknown"
 
 
 if _exec is not None:

@@ -65,6 +65,106 @@ def test_omp_num_threads_is_followed():
     assert result.stdout.strip() == "1"
 
 
+def _threads_in_subprocess(code, **env_changes):
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    env.update(env_changes)
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout.strip().split(" ", 1)
+
+
+REPORT = "print(mxdeconv.get_num_threads(), mxdeconv.runtime_info()['num_threads_source'])"
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="Linux affinity masks")
+def test_a_reduced_affinity_mask_is_the_default_thread_count():
+    count, source = _threads_in_subprocess(
+        "import os; os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]}); "
+        "import mxdeconv; " + REPORT)
+    assert (count, source) == ("1", "affinity mask (1 CPU)")
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="Linux affinity masks")
+def test_omp_num_threads_wins_over_the_affinity_mask():
+    count, source = _threads_in_subprocess(
+        "import os; os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]}); "
+        "import mxdeconv; " + REPORT, OMP_NUM_THREADS="3")
+    assert (count, source) == ("3", "OMP_NUM_THREADS=3")
+
+
+def test_a_cgroup_quota_is_applied_to_every_thread():
+    """The import applies the count _core.cpus reports (here a fake quota of
+    one CPU) to the importing thread and to threads started later (OpenMP
+    keeps the count per thread); junk in OMP_NUM_THREADS, which GNU OpenMP
+    ignores, does not count as the user's choice."""
+    count, source = _threads_in_subprocess(
+        "import threading, mxdeconv; from mxdeconv._core.cpus import UsableCpus; "
+        "mxdeconv._ops._default_threads(UsableCpus(1, 'cgroup CPU quota (fake)')); "
+        "seen = []; t = threading.Thread(target=lambda: seen.append("
+        "mxdeconv.get_num_threads())); t.start(); t.join(); assert seen == [1], seen; "
+        "from mxdeconv import nd; nd.Deconvolution(nd.ones((1, 16, 3, 3)), "
+        "nd.ones((16, 8, 3, 3)), kernel=(3, 3), num_filter=8).asnumpy(); " + REPORT,
+        OMP_NUM_THREADS="junk")
+    assert (count, source) == ("1", "cgroup CPU quota (fake)")
+
+
+def test_the_source_of_the_thread_count_follows_set_num_threads():
+    before = mxdeconv.get_num_threads()
+    try:
+        mxdeconv.set_num_threads(1)
+        assert mxdeconv.runtime_info()["num_threads_source"] == "set_num_threads(1)"
+    finally:
+        mxdeconv.set_num_threads(before)
+
+
+def _without_wait_variables(**changes):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
+    env.update(changes)
+    return env
+
+
+def test_gnu_openmp_spins_briefly_unless_told_otherwise():
+    """GNU OpenMP reads GOMP_SPINCOUNT when it loads: mxdeconv sets its
+    default for that moment only (OMP_DISPLAY_ENV shows what libgomp took),
+    and the environment its children inherit is the user's."""
+    from mxdeconv.onednn import _loader
+    code = ("import os, mxdeconv; print(repr(mxdeconv.runtime_info()['openmp_wait']), "
+            "'GOMP_SPINCOUNT' in os.environ)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env=_without_wait_variables(OMP_DISPLAY_ENV="verbose"),
+                            timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    wait = f"GOMP_SPINCOUNT={_loader.SPINCOUNT} (mxdeconv's default)"
+    assert result.stdout.strip() == f"{wait!r} False"
+    assert f"GOMP_SPINCOUNT = '{_loader.SPINCOUNT}'" in result.stderr
+
+
+@pytest.mark.parametrize("variable, value", [("OMP_WAIT_POLICY", "passive"),
+                                             ("GOMP_SPINCOUNT", "300000")])
+def test_the_users_wait_policy_wins(variable, value):
+    code = "import mxdeconv; print(mxdeconv.runtime_info()['openmp_wait'])"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env=_without_wait_variables(**{variable: value,
+                                                           "OMP_DISPLAY_ENV": "verbose"}),
+                            timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip() == f"{variable}={value} (the environment)"
+    if variable == "GOMP_SPINCOUNT":
+        assert f"GOMP_SPINCOUNT = '{value}'" in result.stderr
+
+
+def test_the_wait_policy_is_left_alone_when_gnu_openmp_is_already_loaded(monkeypatch):
+    from mxdeconv.onednn import _loader
+    monkeypatch.setattr(_loader, "_gomp_loaded", lambda: True)
+    words, set_it = _loader._wait_policy({})
+    assert not set_it and "loaded before mxdeconv" in words
+    monkeypatch.setattr(_loader, "_gomp_loaded", lambda: False)
+    assert _loader._wait_policy({"OMP_WAIT_POLICY": ""}) == (
+        f"GOMP_SPINCOUNT={_loader.SPINCOUNT} (mxdeconv's default)", True)
+
+
 def test_disabling_onednn_by_environment():
     env = dict(os.environ, MXDECONV_ONEDNN="0")
     code = ("import numpy as np, mxdeconv; from mxdeconv import nd; "

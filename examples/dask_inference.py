@@ -1,0 +1,124 @@
+"""Batch inference with a mxdeconv Gluon generator on Dask: one process per
+core, one thread each, one plan cache for all of them.
+
+The generator (a ``HybridSequential`` of ``Conv2DTranspose`` layers, DCGAN's
+100 -> 512 -> 256 -> 128 -> 64 -> 3) is pickled to every worker once
+(``client.scatter(..., broadcast=True)``); each worker maps it over its
+partitions of the latent vectors.  Dask's nanny starts each worker with
+``OMP_NUM_THREADS=1`` (its ``distributed.nanny.pre-spawn-environ``), so each
+worker's oneDNN runs one thread; ``MXDECONV_CACHE_DIR``, set before the
+cluster starts, is inherited by the workers, which share one plan cache (a
+layer is tuned once per machine, whichever worker gets there first; the
+file is merged under a lock).
+
+Run (``pip install "mxdeconv[dask]"``)::
+
+    python examples/dask_inference.py                  # 2 workers x 1 thread
+    python examples/dask_inference.py --compare        # and 1 process, its own threads
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from typing import Any, List, Sequence
+
+import numpy as np
+
+import mxdeconv
+from mxdeconv import gluon, nd
+
+#: (channels, kernel, stride, padding, activation) per layer, from a 1x1 latent.
+DCGAN = [(512, 4, 1, 0, "relu"), (256, 4, 2, 1, "relu"), (128, 4, 2, 1, "relu"),
+         (64, 4, 2, 1, "relu"), (3, 4, 2, 1, "tanh")]
+
+
+def make_generator(latent: int = 100, layers: Sequence[tuple] = DCGAN,
+                   seed: int = 0) -> gluon.HybridSequential:
+    """The generator, its weights drawn from ``seed`` (DCGAN's N(0, 0.02))."""
+    net = gluon.HybridSequential()
+    channels = latent
+    for out, kernel, stride, pad, act in layers:
+        net.add(gluon.Conv2DTranspose(out, kernel, strides=stride, padding=pad,
+                                      in_channels=channels, activation=act))
+        channels = out
+    net.initialize()
+    rng = np.random.default_rng(seed)
+    for param in net.collect_params().values():
+        param.set_data(nd.array((0.02 * rng.standard_normal(param.shape)).astype(np.float32)))
+    return net
+
+
+def generate(net: Any, latent: np.ndarray) -> np.ndarray:
+    """One partition: images from latent vectors (N, latent, 1, 1), as NumPy."""
+    return net(nd.array(latent)).asnumpy()
+
+
+def partitions(latent: np.ndarray, size: int) -> List[np.ndarray]:
+    return [latent[i:i + size] for i in range(0, len(latent), size)]
+
+
+def on_dask(client: Any, net: Any, parts: Sequence[np.ndarray]) -> np.ndarray:
+    """Every partition through the generator on the cluster, in order."""
+    shared = client.scatter(net, broadcast=True)     # pickled to each worker once
+    futures = client.map(generate, [shared] * len(parts), parts, pure=False)
+    return np.concatenate(client.gather(futures))
+
+
+def warm_up(client: Any, net: Any, part: np.ndarray) -> None:
+    """One partition per worker, then every layer tuned to the end (a layer's
+    first calls choose and check its plans; later ones would tune)."""
+    workers = list(client.scheduler_info()["workers"])
+    shared = client.scatter(net, broadcast=True)
+    client.gather([client.submit(generate, shared, part, workers=[w], pure=False)
+                   for w in workers])
+    client.run(mxdeconv.finish_tuning)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--images", type=int, default=1024)
+    parser.add_argument("--partition", type=int, default=32)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--compare", action="store_true",
+                        help="also time this process alone (its default threads)")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    # One plan cache for the whole node (set before the workers start).
+    os.environ.setdefault("MXDECONV_CACHE_DIR", tempfile.mkdtemp(prefix="mxdeconv-plans-"))
+    from distributed import Client, LocalCluster
+
+    net = make_generator()
+    latent = np.random.default_rng(1).standard_normal(
+        (args.images, 100, 1, 1)).astype(np.float32)
+    parts = partitions(latent, args.partition)
+    single = []
+    if args.compare:
+        generate(net, parts[0])
+        mxdeconv.finish_tuning()
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            np.concatenate([generate(net, p) for p in parts])
+            single.append(time.perf_counter() - start)
+    with LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        warm_up(client, net, parts[0])
+        threads = client.run(mxdeconv.get_num_threads)
+        times = []
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            on_dask(client, net, parts)
+            times.append(time.perf_counter() - start)
+    print(f"{args.images} images of 64x64 in partitions of {args.partition}")
+    if single:
+        best = min(single)
+        print(f"1 process x {mxdeconv.get_num_threads()} threads: {best:.2f} s, "
+              f"{args.images / best:.0f} images/s (best of {args.repeats})")
+    best = min(times)
+    print(f"{args.workers} Dask workers x {sorted(threads.values())} thread(s): "
+          f"{best:.2f} s, {args.images / best:.0f} images/s (best of {args.repeats})")
+
+
+if __name__ == "__main__":
+    main()
