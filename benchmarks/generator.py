@@ -31,7 +31,8 @@ mxdeconv process calls it after its first call).
 
     python benchmarks/generator.py                     # batch 1 and 64, 5 rounds
     python benchmarks/generator.py --batch 64 --repeats 7 --json out.json
-    python benchmarks/generator.py --smoke             # seconds, mxdeconv alone
+    python benchmarks/generator.py --threads 1         # what the docs' table ran
+    python benchmarks/generator.py --smoke             # seconds, mxdeconv alone, untuned
 
 MXNet runs in its venv (``--mxnet-python``, ``MXNET_VENV``, or
 ``/work/venv-mxnet`` / the repo's ``.venv-mxnet``); PyTorch where ``import
@@ -210,8 +211,10 @@ def _contenders(mxnet_python: Path, peers: bool) -> Dict[str, str]:
 
 def measure(batches: List[int], repeats: int, calls: Dict[int, int], threads: int,
             mxnet_python: Optional[Path] = None, peers: bool = True,
-            only: Optional[List[str]] = None) -> Dict[int, Dict[str, float]]:
-    """{batch: {label: median seconds per call}}; raises when an image disagrees."""
+            only: Optional[List[str]] = None,
+            tune: bool = True) -> Dict[int, Dict[str, float]]:
+    """{batch: {label: median seconds per call}}; raises when an image disagrees
+    (``tune`` False: mxdeconv's first choices, ``MXDECONV_TUNE=0``)."""
     import numpy as np
     contenders = _contenders(mxnet_python or default_mxnet_python(), peers)
     if only:
@@ -222,6 +225,8 @@ def measure(batches: List[int], repeats: int, calls: Dict[int, int], threads: in
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MXNET_CPU_WORKER_NTHREADS="1",
                PYTHONNOUSERSITE="1", MXDECONV_CACHE_DIR=str(work / "plans"))
     env.pop("PYTHONDONTWRITEBYTECODE", None)
+    if not tune:
+        env["MXDECONV_TUNE"] = "0"
     results: Dict[int, Dict[str, float]] = {}
     for batch in batches:
         # The check (and mxdeconv's plans, and the bytecode caches): one untimed run each.
@@ -290,7 +295,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--no-peers", action="store_true", help="mxdeconv alone")
     parser.add_argument("--json", type=Path, help="also write the medians here")
     parser.add_argument("--smoke", action="store_true",
-                        help="a few seconds: batch 1, 1 round, 2 calls, no peers")
+                        help="a few seconds: batch 1, 1 round, 2 calls, no peers, no tuning")
     parser.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -302,7 +307,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     batches = args.batch or [1, 64]
     calls = {b: args.calls or (40 if b == 1 else 8) for b in batches}
     results = measure(batches, args.repeats, calls, args.threads, args.mxnet_python,
-                      not args.no_peers, args.only)
+                      not args.no_peers, args.only, tune=not args.smoke)
     print(f"\nMXNet's DCGAN generator (nz={NZ}, ngf={NGF}, 1x1 -> 64x64), inference, "
           f"{args.threads} threads, per call (result read back), medians of "
           f"{args.repeats} fresh processes x {calls} calls:\n")
