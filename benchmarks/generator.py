@@ -68,6 +68,8 @@ CONTENDERS = {  # name: (label, interpreter kind)
 }
 TOLERANCE = 1e-4
 WARMUP = 5
+#: {batch: {label: each round's median seconds}} of the last measure().
+SAMPLES: Dict[int, Dict[str, List[float]]] = {}
 
 
 # -- weights and the workers ------------------------------------------------------------
@@ -253,6 +255,7 @@ def measure(batches: List[int], repeats: int, calls: Dict[int, int], threads: in
                     samples.setdefault(CONTENDERS[name][0], []).append(got["median"])
             print(f"batch {batch}: round {repeat + 1}/{repeats} done", flush=True)
         results[batch] = {label: statistics.median(values) for label, values in samples.items()}
+        SAMPLES[batch] = samples
     return results
 
 
@@ -316,7 +319,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({
             "threads": args.threads, "repeats": args.repeats, "calls": calls,
-            "medians_seconds": {str(b): r for b, r in results.items()}}, indent=1))
+            "medians_seconds": {str(b): r for b, r in results.items()},
+            "rounds_seconds": {str(b): r for b, r in SAMPLES.items()}}, indent=1))
     return 0
 
 
