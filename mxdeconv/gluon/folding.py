@@ -1,6 +1,7 @@
-"""Opt-in inference speed-up: a transposed convolution followed by ``BatchNorm``
-in a :class:`~mxdeconv.gluon.nn.Sequential` runs as one Deconvolution
-(``mxdeconv.gluon.folding.fold_batchnorm = True``; off by default).
+"""Inference speed-up, on by default: a transposed convolution followed by
+``BatchNorm`` in a :class:`~mxdeconv.gluon.nn.Sequential` runs as one
+Deconvolution.  Opt out with ``mxdeconv.gluon.folding.fold_batchnorm = False``
+(or ``MXDECONV_FOLD_BATCHNORM=0`` in the environment, read at import).
 
 In inference BatchNorm is an affine map per channel, ``y = (x - mean) * s +
 beta`` with ``s = gamma / sqrt(running_var + eps)``, so the pair equals a
@@ -16,13 +17,16 @@ own ``activation=`` whose parameters are all initialised, followed by a
 ``BatchNorm`` over ``axis=1`` of the same channels.  The folded result equals
 the unfolded one to float32 rounding (``tests/gluon/test_folding.py``).
 
-Why off by default: the pass it saves is a NumPy pass over the output, but the
-folded layer has a bias, which oneDNN adds in the kernel or in a pass of its
-own depending on the plan, and on the loaded 2-core machine where it was
-written no gain could be told from the noise (a 128 -> 64 layer, 16x16 ->
-32x32, with its BatchNorm and relu at batch 32: 36.99 ms unfolded, 35.67 ms
-folded, best of 30; a whole DCGAN generator at batch 1 and 16: no better).  Measure on a quiet
-machine before turning it on by default.
+Why on by default: on MXNet's DCGAN example generator (nz=100, ngf=64, four
+Conv2DTranspose + BatchNorm + relu blocks, 1x1 -> 64x64) the folded net ran
+1.12-1.40x faster than the unfolded one at batch 64 and 1.12-1.18x at batch 1
+(one thread, three measurements: medians of fresh processes and of paired
+calls in one process, ``benchmarks/generator.py``, :doc:`performance`): besides BatchNorm's own pass over the output, the
+unfolded path reads the deconvolution's result back into the plain layout for
+NumPy's BatchNorm, where the folded one only adds a bias (in the kernel or in
+a oneDNN pass of its own, as the plan chose).  (An
+earlier measurement of a single 128 -> 64 layer on a loaded machine could not
+tell the two apart.)
 
 >>> from mxdeconv import nd
 >>> from mxdeconv.gluon import folding, nn
@@ -30,14 +34,15 @@ machine before turning it on by default.
 >>> net.add(nn.Conv2DTranspose(4, 4, in_channels=2, use_bias=False),
 ...         nn.BatchNorm(in_channels=4))
 >>> net.initialize()
->>> folding.fold_batchnorm = True
->>> folded = net(nd.ones((1, 2, 1, 1))).asnumpy()
->>> folding.fold_batchnorm = False
+>>> folded = net(nd.ones((1, 2, 1, 1))).asnumpy()          # folded (the default)
+>>> previous, folding.fold_batchnorm = folding.fold_batchnorm, False  # opt out
 >>> bool(abs(folded - net(nd.ones((1, 2, 1, 1))).asnumpy()).max() < 1e-6)
 True
+>>> folding.fold_batchnorm = previous
 """
 from __future__ import annotations
 
+import os
 from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
@@ -51,8 +56,10 @@ from .layers import _ConvTranspose
 
 __all__ = ["fold_batchnorm", "foldable", "folded_forward"]
 
-#: Whether Sequential folds Deconvolution + BatchNorm pairs in inference (opt-in).
-fold_batchnorm = False
+#: Whether Sequential folds Deconvolution + BatchNorm pairs in inference (on by
+#: default; ``MXDECONV_FOLD_BATCHNORM=0`` at import, or set it False, to opt out).
+fold_batchnorm = os.environ.get("MXDECONV_FOLD_BATCHNORM", "1").strip() != "0"
+
 
 
 def _arrays(conv: _ConvTranspose, bn: BatchNorm) -> Optional[Tuple[NDArray, ...]]:

@@ -1,5 +1,5 @@
 """Inference folding of a transposed convolution followed by BatchNorm in a
-Sequential (mxdeconv.gluon.folding, opt-in): the same result as the two layers run one
+Sequential (mxdeconv.gluon.folding, on by default): the same result as the two layers run one
 after the other (computed here with folding off), refreshed whenever any of the
 six arrays changes, and never while training or recording."""
 from __future__ import annotations
@@ -14,7 +14,8 @@ from mxdeconv.gluon import folding, nn
 
 @pytest.fixture(autouse=True)
 def folding_on():
-    """Folding is opt-in; these tests turn it on and restore the setting."""
+    """These tests turn folding on (whatever the environment chose) and restore
+    the setting."""
     previous, folding.fold_batchnorm = folding.fold_batchnorm, True
     yield
     folding.fold_batchnorm = previous
@@ -116,3 +117,18 @@ def test_not_folded_in_training_recording_or_with_an_activation() -> None:
         plain(x)
     assert calls == [1, 2, 2]
 
+
+
+@pytest.mark.parametrize("value, expected", [(None, "True"), ("0", "False"), ("1", "True")])
+def test_folding_is_on_by_default_and_the_environment_opts_out(value, expected):
+    import os
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k != "MXDECONV_FOLD_BATCHNORM"}
+    if value is not None:
+        env["MXDECONV_FOLD_BATCHNORM"] = value
+    run = subprocess.run([sys.executable, "-c", "from mxdeconv.gluon import folding; "
+                          "print(folding.fold_batchnorm)"], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == expected
