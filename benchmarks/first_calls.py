@@ -32,8 +32,6 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
-HERE = Path(__file__).resolve().parent
-REPO_ROOT = HERE.parent
 MARKS = (1, 10, 100, 300)
 
 #: name -> (data shape, MXNet's Deconvolution parameters, batch-free name)
@@ -121,18 +119,11 @@ def _run(python: str, name: str, layer: str, mode: str, calls: int,
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
-def _contenders(mxnet_python: Path, peers: bool) -> Dict[str, str]:
-    found = {}
-    if not peers:
-        return found
-    if subprocess.run([sys.executable, "-c", "import torch"], capture_output=True).returncode == 0:
-        found["torch"] = sys.executable
-    else:
-        print("PyTorch: missing (pip install torch==2.13.0)")
-    if mxnet_python.exists():
-        found["mxnet"] = str(mxnet_python)
-    else:
-        print(f"MXNet 1.9.1: missing (no {mxnet_python}: run scripts/setup_mxnet_venv.sh)")
+def _peers(mxnet_python: Path, peers: bool) -> Dict[str, str]:
+    """The peers found (cold.py's search), by name: their interpreters."""
+    from cold import _contenders  # this folder: the script's own
+    found = _contenders(mxnet_python, peers)
+    found.pop("mxdeconv")
     return found
 
 
@@ -142,7 +133,7 @@ def measure(layers: List[str], modes: List[str], repeats: int, calls: int, threa
     """{layer-mode: {contender: {K: median cumulative seconds}}}."""
     base = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     base.pop("MXDECONV_CACHE_DIR", None)
-    others = _contenders(mxnet_python, peers)
+    others = _peers(mxnet_python, peers)
     marks = [k for k in MARKS if k <= calls]
     results: Dict[str, Dict[str, Dict[str, float]]] = {}
     for layer in layers:
@@ -203,8 +194,8 @@ def main() -> None:
     parser.add_argument("--no-peers", action="store_true")
     parser.add_argument("--deterministic", action="store_true",
                         help="also mxdeconv in deterministic mode (MXDECONV_DETERMINISTIC=1)")
-    parser.add_argument("--mxnet-python", type=Path, default=Path(
-        os.environ.get("MXNET_VENV") or REPO_ROOT / ".venv-mxnet") / "bin" / "python")
+    parser.add_argument("--mxnet-python", type=Path, default=None,
+                        help="MXNet 1.9.1's interpreter (default: $MXNET_VENV or .venv-mxnet)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     if args.worker:
@@ -214,8 +205,10 @@ def main() -> None:
     marks = [k for k in MARKS if k <= args.calls]
     print(f"cumulative time of a new layer's first K calls (K = {marks}), {args.threads} "
           f"thread(s); the faster peer's time / mxdeconv's (above 1: mxdeconv faster)")
+    from cold import default_mxnet_python
     results = measure(args.layers, args.modes, args.repeats, args.calls, args.threads,
-                      args.mxnet_python, not args.no_peers, args.deterministic)
+                      args.mxnet_python or default_mxnet_python(), not args.no_peers,
+                      args.deterministic)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(dict(threads=args.threads, marks=marks,
