@@ -49,14 +49,21 @@ def _known_defective(geom: DeconvGeometry, dtype: str) -> Callable[[Any], bool]:
     kernel tap meets only the crop (a layer of 1x1 images, k3 s2 p1) write
     garbage into that tap's gradient, from memory they never initialise:
     measured wrong in 93% of checks, right in 7% (docs/kernel_check.rst).
-    They are no candidates there."""
+    On CPUs with AMX the bfloat16 ``brgconv_bwd_w:avx512_core_amx`` does the
+    same on the same layers (garbage, NaN or 1e33, in the crop taps' gradient:
+    seen on an Intel Xeon with AMX, 2026-12-05).  They are no candidates there."""
     bad_axes = dtype == "bfloat16" and any(
         geom.param.stride[a] > 1 and _taps_without_data(geom, a)
         for a in range(len(geom.spatial_in)))
 
     def defective(candidate: Any) -> bool:
-        return bad_axes and "jit_bf16" in candidate.impl
+        return bad_axes and any(name in candidate.impl for name in DEFECTIVE_BF16_WEIGHTS)
     return defective
+
+
+#: bfloat16 backward-weights kernels that leave crop taps' gradients
+#: uninitialised (see _known_defective).
+DEFECTIVE_BF16_WEIGHTS = ("jit_bf16", "brgconv_bwd_w")
 
 
 def _warn(warned: set, candidate: Any, geom: DeconvGeometry, reason: str) -> None:
