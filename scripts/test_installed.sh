@@ -6,7 +6,8 @@
 #
 # `python` on PATH is the environment under test: it needs mxdeconv and the
 # `test` extra installed.  tests/ (and scripts/, whose recorded MXNet cases
-# and soak loop some tests load) are copied from SOURCE_ROOT (default: this
+# and soak loop some tests load, and examples/, the Dask recipe that
+# tests/package/test_dask.py runs) are copied from SOURCE_ROOT (default: this
 # script's repository) into a temporary folder with a pytest.ini of its own,
 # and pytest runs there, so the repository's mxdeconv/ is on no path.  Left
 # out: the kernel-family reruns (tests/package/test_kernel_families.py: the
@@ -18,7 +19,7 @@ root=$(cd "${1:-$(dirname "$0")/..}" && pwd)
 shift || true
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cp -r "$root/tests" "$root/scripts" "$work/"
+cp -r "$root/tests" "$root/scripts" "$root/examples" "$work/"
 find "$work" -name __pycache__ -prune -exec rm -rf {} +
 cat > "$work/pytest.ini" <<'INI'
 [pytest]
