@@ -139,7 +139,7 @@ def measure(layers: List[str], modes: List[str], repeats: int, calls: int, threa
     for layer in layers:
         for mode in modes:
             runs: Dict[str, List[List[float]]] = {}
-            for _ in range(repeats):
+            for round_ in range(repeats):
                 with tempfile.TemporaryDirectory(prefix="mxdeconv-first-") as cache:
                     env = dict(base, MXDECONV_CACHE_DIR=cache)
                     order = [("mxdeconv (empty cache)", sys.executable, "mxdeconv", env),
@@ -149,6 +149,11 @@ def measure(layers: List[str], modes: List[str], repeats: int, calls: int, threa
                                       dict(base, MXDECONV_DETERMINISTIC="1",
                                            MXDECONV_CACHE_DIR="")))
                     order += [(name, python, name, base) for name, python in others.items()]
+                    # The filled cache needs the empty run first; the others
+                    # rotate, so that no contender always follows the same one.
+                    rest = order[2:]
+                    turn = round_ % max(len(rest), 1)
+                    order = rest[turn:] + order[:2] + rest[:turn]
                     for label, python, name, contender_env in order:
                         times = _run(python, name, layer, mode, calls, contender_env)
                         if times is not None:
