@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import signal
 import statistics
 import subprocess
@@ -39,6 +38,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
+
+from machine import cpu_name
 
 HERE = Path(__file__).resolve().parent
 #: GNU OpenMP's knobs: a contender's own environment says which it sets; the
@@ -226,16 +227,6 @@ def _mxnet_python(given: Optional[str]) -> Optional[str]:
     return next((c for c in candidates if c and Path(c).exists()), None)
 
 
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -313,7 +304,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for contender in contenders:
             contender.close()
 
-    print(f"DCGAN 512 -> 256, {args.batch}x512x4x4, k4 s2 p1, bias, float32; {_cpu_name()}, "
+    print(f"DCGAN 512 -> 256, {args.batch}x512x4x4, k4 s2 p1, bias, float32; {cpu_name()}, "
           f"{len(os.sched_getaffinity(0))} CPUs; {args.rounds} quiet and {args.rounds} "
           "contended rounds interleaved (contended: one python busy loop); medians, ms")
     header = (f"{'contender':<26} {'threads':>7}  {'train quiet':>11} {'contended':>9} "
@@ -332,7 +323,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if "inference plan" in c.info:
             print(f"{c.name}: {c.info['inference plan']}; OpenMP wait: {c.info['openmp_wait']}")
     if args.json:
-        args.json.write_text(json.dumps({"cpu": _cpu_name(), "rounds": args.rounds,
+        args.json.write_text(json.dumps({"cpu": cpu_name(), "rounds": args.rounds,
                                          "contenders": rows}, indent=1))
     return 0
 

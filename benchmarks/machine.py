@@ -94,6 +94,11 @@ def _cpuinfo() -> Dict[str, str]:
     return fields
 
 
+def cpu_name() -> str:
+    """The CPU's model name, as /proc/cpuinfo gives it (else the platform's)."""
+    return _cpuinfo().get("model name") or platform.processor() or "unknown"
+
+
 def _compile_loops(scratch: str) -> Optional[ctypes.CDLL]:
     compiler = shutil.which("cc") or shutil.which("gcc")
     if compiler is None or platform.machine() not in ("x86_64", "AMD64"):

@@ -30,7 +30,6 @@ import datetime
 import json
 import math
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -41,6 +40,8 @@ from typing import Any, Dict, List, Optional
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "mxdeconv" / "onednn" / "plan_db.json"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from machine import cpu_name  # noqa: E402
 
 
 def _k(size, ndim=2):
@@ -274,15 +275,6 @@ def _document(records, made):
             "records": [{k: r[k] for k in keep} for r in records]}
 
 
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -323,7 +315,7 @@ def main() -> None:
             os.unlink(out)
     from mxdeconv.onednn._loader import ops
     accuracy = evaluate(records)
-    made = dict(date=datetime.date.today().isoformat(), machine=_cpu_name(),
+    made = dict(date=datetime.date.today().isoformat(), machine=cpu_name(),
                 cores=os.cpu_count(), onednn=ops.onednn_version(),
                 families=sorted({r["isa"] for r in records}), threads=args.threads,
                 layers=len(GRID), records=len(records),

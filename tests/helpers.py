@@ -8,6 +8,9 @@ pyproject.toml's ``[tool.pytest.ini_options]``.
 import contextlib
 import importlib.util
 import os
+import subprocess
+import sys
+import textwrap
 import threading
 import warnings
 from pathlib import Path
@@ -183,3 +186,20 @@ def planner_afresh(tuning=None, eager=None, monkeypatch=None):
         plans.use_planner(previous)
         previous.clear_choices()
         mxdeconv.clear_cache()
+
+
+def run_fresh(code, cache_dir, timeout=120, cwd=None, args=(), **env):
+    """Run ``code`` in a fresh process on the plan cache directory ``cache_dir``
+    (None: MXDECONV_CACHE_DIR unset); ``env`` sets variables, None unsets one."""
+    environment = dict(os.environ, PYTHONWARNINGS="always")
+    environment.pop("MXDECONV_CACHE_DIR", None)
+    if cache_dir is not None:
+        environment["MXDECONV_CACHE_DIR"] = str(cache_dir)
+    for name, value in env.items():
+        if value is None:
+            environment.pop(name, None)
+        else:
+            environment[name] = value
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args],
+                          env=environment, capture_output=True, text=True, timeout=timeout,
+                          cwd=cwd)

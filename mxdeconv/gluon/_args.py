@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numbers
 import os
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -161,6 +161,27 @@ def _contexts_arg(name: str, value: Any) -> Optional[List[Context]]:
     context_arg(name, value)  # the whole value first: an empty list, a GPU, a bad type
     items = value if isinstance(value, (list, tuple)) else [value]
     return [_context_arg(name, item) for item in items]
+
+
+class LoadArgs(NamedTuple):
+    """``load_parameters``' and ``ParameterDict.load``'s arguments, checked."""
+
+    path: str
+    contexts: Optional[List[Context]]
+    allow_missing: bool
+    ignore_extra: bool
+    cast_dtype: bool
+    dtype_source: str
+
+
+def _load_args(filename: Any, ctx: Any, allow_missing: Any, ignore_extra: Any,
+               cast_dtype: Any, dtype_source: Any) -> LoadArgs:
+    """The arguments that loading a parameter file takes, each checked by name."""
+    return LoadArgs(_path_arg("filename", filename), _contexts_arg("ctx", ctx),
+                    _bool_arg("allow_missing", allow_missing),
+                    _bool_arg("ignore_extra", ignore_extra),
+                    _bool_arg("cast_dtype", cast_dtype),
+                    _choice_arg("dtype_source", dtype_source, ("current", "saved")))
 
 
 def _context_arg(name: str, value: Any) -> Context:

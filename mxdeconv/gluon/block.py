@@ -35,7 +35,7 @@ import io
 import re
 import threading
 from collections import OrderedDict
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -44,8 +44,7 @@ from mxdeconv.io import ndarray_file
 from mxdeconv._core.errors import MXNetError
 from mxdeconv.ndarray.ndarray import NDArray
 
-from ._args import (_bool_arg, _choice_arg, _contexts_arg, _dtype_arg, _is_int, _path_arg,
-                    _type_error)
+from ._args import _bool_arg, _dtype_arg, _is_int, _load_args, _path_arg, _type_error
 from .files import _open_saved, _unprefixed
 from mxdeconv.initializer import Uniform
 from .parameter import Parameter, ParameterDict, _loaded_dtype
@@ -319,12 +318,8 @@ class Block:
         archive of numeric arrays (a ``.npy`` file, object arrays, corrupt or
         truncated bytes) raises :class:`MXNetError`.
         """
-        path = _path_arg("filename", filename)
-        contexts = _contexts_arg("ctx", ctx)
-        allow_missing = _bool_arg("allow_missing", allow_missing)
-        ignore_extra = _bool_arg("ignore_extra", ignore_extra)
-        cast_dtype = _bool_arg("cast_dtype", cast_dtype)
-        dtype_source = _choice_arg("dtype_source", dtype_source, ("current", "saved"))
+        path, contexts, allow_missing, ignore_extra, cast_dtype, dtype_source = _load_args(
+            filename, ctx, allow_missing, ignore_extra, cast_dtype, dtype_source)
         owners = self._layers_by_key()
         staged = []
         with _open_saved(path) as archive:

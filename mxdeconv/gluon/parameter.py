@@ -14,7 +14,7 @@ from mxdeconv._core.dtypes import is_operator_dtype, operator_dtype_names
 from mxdeconv.io import ndarray_file
 from mxdeconv.ndarray.ndarray import NDArray, array
 
-from ._args import (_bool_arg, _choice_arg, _context_arg, _contexts_arg, _dtype_arg,
+from ._args import (_bool_arg, _choice_arg, _context_arg, _contexts_arg, _dtype_arg, _load_args,
                     _is_real, _path_arg, _real_arg, _tuple_arg, _type_error, _values_arg)
 from .files import _open_saved, _unprefixed
 from mxdeconv.initializer import Initializer, Uniform, _create_initializer, _initializer_arg
@@ -404,12 +404,8 @@ class ParameterDict(dict):
         ``save_checkpoint``: ``arg:``/``aux:`` prefixes are stripped) wrote,
         matching full names (``restore_prefix`` + the saved name).  All or
         nothing, as :meth:`Block.load_parameters <mxdeconv.gluon.Block.load_parameters>`."""
-        path = _path_arg("filename", filename)
-        contexts = _contexts_arg("ctx", ctx)
-        allow_missing = _bool_arg("allow_missing", allow_missing)
-        ignore_extra = _bool_arg("ignore_extra", ignore_extra)
-        cast_dtype = _bool_arg("cast_dtype", cast_dtype)
-        dtype_source = _choice_arg("dtype_source", dtype_source, ("current", "saved"))
+        path, contexts, allow_missing, ignore_extra, cast_dtype, dtype_source = _load_args(
+            filename, ctx, allow_missing, ignore_extra, cast_dtype, dtype_source)
         if not isinstance(restore_prefix, str):
             raise _type_error("restore_prefix", "a string", restore_prefix)
         for name in self:

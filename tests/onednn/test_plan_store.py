@@ -18,26 +18,13 @@ import warnings
 
 import pytest
 
+from helpers import run_fresh
 from mxdeconv.onednn import plan_store
 
 CACHE = "plans-v2.json"
 
 
-def _run(code, cache_dir, timeout=120, cwd=None, args=(), **env):
-    """Run ``code`` in a fresh process on the cache directory ``cache_dir``
-    (None: MXDECONV_CACHE_DIR unset); ``env`` sets variables, None unsets one."""
-    environment = dict(os.environ, PYTHONWARNINGS="always")
-    environment.pop("MXDECONV_CACHE_DIR", None)
-    if cache_dir is not None:
-        environment["MXDECONV_CACHE_DIR"] = str(cache_dir)
-    for name, value in env.items():
-        if value is None:
-            environment.pop(name, None)
-        else:
-            environment[name] = value
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args],
-                          env=environment, capture_output=True, text=True, timeout=timeout,
-                          cwd=cwd)
+_run = run_fresh
 
 
 def _ok(run):

@@ -12,9 +12,6 @@ variant and layouts, so that a forged entry naming it is found and built.
 import json
 import os
 import stat
-import subprocess
-import sys
-import textwrap
 import warnings
 
 import pytest
@@ -25,7 +22,7 @@ from mxdeconv.onednn import plan_store
 from mxdeconv.onednn import planner as plans
 from mxdeconv.onednn._loader import ops as _ops
 from mxdeconv.semantics.attributes import infer_geometry, parse_params
-from helpers import planner_afresh
+from helpers import planner_afresh, run_fresh
 from planted import WrongCandidate, WrongPlan
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "geteuid"), reason="no file ownership here")
@@ -255,9 +252,7 @@ OTHER = """
 
 
 def _run(code, cache_dir, **env):
-    environment = dict(os.environ, MXDECONV_CACHE_DIR=str(cache_dir), **env)
-    run = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=environment,
-                         capture_output=True, text=True, timeout=300)
+    run = run_fresh(code, cache_dir, timeout=300, **env)
     assert run.returncode == 0, run.stderr[-3000:]
     return run.stdout
 
