@@ -4,7 +4,8 @@ grid of layers from real models, under each kernel family this CPU can run.
 
     python scripts/make_plan_db.py                      # every family, 1 and 2 threads
     python scripts/make_plan_db.py --families AVX2 --threads 2 --out /tmp/db.json
-    python scripts/make_plan_db.py --evaluate mxdeconv/onednn/plan_db.json  # held-out accuracy
+    python scripts/make_plan_db.py --tables-in run1.json run2.json   # from timing tables
+    python scripts/make_plan_db.py --evaluate tables.json     # held-out accuracy of tables
 
 For each layer (GRID: DCGAN, WGAN, U-Net, FCN, super-resolution, pose and
 detection heads, segmentation, grouped and dilated layers, 1-D audio, 3-D;
@@ -14,14 +15,21 @@ count, a worker process (``ONEDNN_MAX_CPU_ISA`` set before oneDNN loads)
 times every candidate the planner would (end to end for the mode, with the
 planner's own cost functions), times the fastest few again in interleaved
 rounds (medians), and records the fastest that passes the kernel check.
-Reference kernels are never candidates.
+Reference kernels are never candidates.  Timing tables go to ``--tables``
+(not shipped); ``--tables-in`` makes the database from such tables instead of
+timing, merging several runs (each candidate's fastest time counts: a slow
+moment of one run does not).
 
-The database keeps each record's layer and choice, and under ``made`` how it
-was made (machine, date, oneDNN version, families, the command) and the
-predictor's accuracy on held-out layers: each base layer in turn is left out
-(all its batch sizes and passes), predicted from the others, and counted a
-hit when the predicted candidate's time is within 5% of the fastest's.
-Timing tables go to ``--tables`` (not shipped).
+The database keeps each record's layer, its choice and the candidates within
+``plan_db.NEAR_RATIO`` of the fastest (their times over the fastest's), and
+under ``made`` how it was made (machine, date, oneDNN version, families, the
+command) and the predictor's accuracy on held-out layers: each base layer in
+turn is left out (all its batch sizes and passes) and predicted from the
+others.  Per kernel family: how often the predicted candidate ran within 5%
+of the fastest, the geometric mean of its time over the fastest's, how often
+the best of the tuner's shortlist did, how long that shortlist was, and
+oneDNN's first choice's figures beside them (what the planner runs without a
+database).
 """
 from __future__ import annotations
 
@@ -152,12 +160,15 @@ def _time_pass(what: str, training: bool, geom, threads: int) -> Optional[Dict[s
     macs = plans.result_check.pass_macs(geom)
     options = [1, threads] if threads > 1 and macs < plans.ONE_THREAD_MACS else [threads]
     timed = []
+    first = None  # oneDNN's first choice on the caller's threads
     costs.precise = False
     for count in options:
         with ops.using_threads(count):
             for candidate in enumerate_():
                 if candidate.is_reference:
                     continue
+                if first is None and count == threads:
+                    first = candidate
                 try:
                     seconds = cost(candidate.build())
                 except Exception:  # noqa: BLE001 - not a contender
@@ -194,6 +205,7 @@ def _time_pass(what: str, training: bool, geom, threads: int) -> Optional[Dict[s
         return {"variant": list(entry[0].variant), "impl": entry[0].impl,
                 "one_thread": entry[1] == 1 and threads > 1}
     return {"choice": name(chosen),
+            "first": None if first is None else name([first, threads]),
             "times": [[name(e), e[2], e[3]] for e in timed]}
 
 
@@ -221,41 +233,93 @@ def worker(threads: int, out: str) -> None:
 
 
 # -- held-out accuracy ------------------------------------------------------------------------
+def _ratios(record: Dict[str, Any]) -> Dict[Any, float]:
+    """Each timed candidate's time over the record's fastest."""
+    from mxdeconv.onednn import plan_db
+    fastest = min(t[1] for t in record["times"])
+    ratios: Dict[Any, float] = {}
+    for named, seconds, *_ in record["times"]:
+        choice = plan_db._choice_of(named)
+        ratios[choice] = min(ratios.get(choice, math.inf), seconds / fastest)
+    return ratios
+
+
 def evaluate(records: List[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
     """Leave each base layer out, predict its records from the others."""
     from mxdeconv.onednn import plan_db
     summary: Dict[str, Dict[str, Any]] = {}
     bases = sorted({r["base"] for r in records})
     for family in sorted({r["isa"] for r in records}):
-        hits = confident = confident_hits = total = 0
-        ratios = []
+        predicted, shortlisted, firsts, lengths = [], [], [], []
+        confident = confident_hits = 0
         for base in bases:
             held = [r for r in records if r["isa"] == family and r["base"] == base]
-            rest = [r for r in records if r["base"] != base]
-            database = _database(rest)
+            database = _database([r for r in records if r["base"] != base])
             for record in held:
+                ratios = _ratios(record)
                 geom = plan_db.geometry_of_layer(record["layer"])
                 prediction = database.predict(
                     plan_db.LayerKey(record["pass"], record["dtype"], record["training"],
                                      len(geom.spatial_in)), geom, record["threads"], family)
-                fastest = min(t[1] for t in record["times"])
-                predicted = None if prediction is None else next(
-                    (t[1] for t in record["times"]
-                     if plan_db._choice_of(t[0]) == prediction.choice), None)
-                hit = predicted is not None and predicted <= 1.05 * fastest
-                total += 1
-                hits += hit
-                if predicted is not None:
-                    ratios.append(predicted / fastest)
-                if prediction is not None and prediction.confident:
+                first = plan_db._choice_of(record.get("first"))
+                first_ratio = ratios.get(first, plan_db.UNKEPT_RATIO)
+                if first is not None:
+                    firsts.append(first_ratio)
+                if prediction is None:  # planned as without a database
+                    predicted.append(first_ratio)
+                    continue
+                ratio = ratios.get(prediction.choice, first_ratio)  # not offered: the first
+                predicted.append(ratio)
+                short = [ratios[c] for c in prediction.shortlist if c in ratios]
+                shortlisted.append(min(short + [first_ratio]))
+                lengths.append(len(short))
+                if prediction.confident:
                     confident += 1
-                    confident_hits += hit
+                    confident_hits += ratio <= 1.05
         summary[family] = dict(
-            held_out=total, within_5_percent=hits,
-            accuracy=round(hits / max(total, 1), 3), confident=confident,
-            confident_accuracy=round(confident_hits / max(confident, 1), 3),
-            median_ratio=round(statistics.median(ratios), 3) if ratios else None)
+            held_out=len(predicted),
+            within_5_percent=_share(predicted), geomean_ratio=_geomean(predicted),
+            confident=confident, confident_within_5_percent=round(
+                confident_hits / max(confident, 1), 3),
+            shortlist_best_within_5_percent=_share(shortlisted),
+            shortlist_mean_length=round(statistics.fmean(lengths), 1) if lengths else None,
+            first_choice_within_5_percent=_share(firsts) if firsts else None,
+            first_choice_geomean_ratio=_geomean(firsts) if firsts else None)
     return summary
+
+
+def _share(ratios: List[float]) -> float:
+    return round(sum(r <= 1.05 for r in ratios) / max(len(ratios), 1), 3)
+
+
+def _geomean(ratios: List[float]) -> Optional[float]:
+    return round(statistics.geometric_mean(ratios), 3) if ratios else None
+
+
+def _merged(runs: List[List[Dict[str, Any]]]) -> List[Dict[str, Any]]:
+    """One record per layer pass of several runs' tables: each candidate at its
+    fastest time in any run, the choice the fastest that any run chose."""
+    merged: Dict[str, Dict[str, Any]] = {}
+    for records in runs:
+        for record in records:
+            key = json.dumps([record[k] for k in ("isa", "threads", "pass", "dtype",
+                                                   "training", "layer")], sort_keys=True)
+            if key not in merged:
+                merged[key] = dict(record, times=[list(t) for t in record["times"]])
+                continue
+            into = merged[key]
+            times = {json.dumps(t[0], sort_keys=True): t for t in into["times"]}
+            for entry in record["times"]:
+                known = times.get(json.dumps(entry[0], sort_keys=True))
+                if known is None:
+                    into["times"].append(list(entry))
+                elif entry[1] < known[1]:
+                    known[1] = entry[1]
+            into["times"].sort(key=lambda t: t[1])
+            chosen = {json.dumps(r["choice"], sort_keys=True) for r in (into, record)}
+            into["choice"] = next(t[0] for t in into["times"]
+                                  if json.dumps(t[0], sort_keys=True) in chosen)
+    return list(merged.values())
 
 
 def _database(records):
@@ -263,46 +327,48 @@ def _database(records):
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as stream:
         json.dump(_document(records, {}), stream)
     database = plan_db.PlanDatabase(Path(stream.name))
-    database.families()  # read now
+    database.families()  # read now (the file goes)
     os.unlink(stream.name)
     return database
 
 
 def _document(records, made):
+    """The database file: each distinct candidate once (``choices``), records
+    naming them by index."""
     from mxdeconv.onednn import plan_db
-    keep = ("isa", "threads", "pass", "dtype", "training", "layer", "choice")
-    return {"format": plan_db.FORMAT, "made": made,
-            "records": [{k: r[k] for k in keep} for r in records]}
+    keep = ("isa", "threads", "pass", "dtype", "training", "layer")
+    choices: List[Dict[str, Any]] = []
+    index: Dict[str, int] = {}
+
+    def numbered(named):
+        text = json.dumps(named, sort_keys=True)
+        if text not in index:
+            index[text] = len(choices)
+            choices.append(named)
+        return index[text]
+    compact = []
+    for record in records:
+        fastest = min(t[1] for t in record["times"])
+        near = sorted((t[1] / fastest, json.dumps(t[0], sort_keys=True), t[0])
+                      for t in record["times"] if t[1] <= plan_db.NEAR_RATIO * fastest)
+        compact.append(dict({k: record[k] for k in keep}, choice=numbered(record["choice"]),
+                            near=[[numbered(named), round(ratio, 3)]
+                                  for ratio, _, named in near[:plan_db.NEAR_KEPT]]))
+    return {"format": plan_db.FORMAT, "made": made, "choices": choices, "records": compact}
 
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--families", nargs="*", default=None,
-                        help="ONEDNN_MAX_CPU_ISA values (default: this CPU's own, "
-                             "AVX512_CORE where it has more, and AVX2)")
-    parser.add_argument("--threads", nargs="*", type=int, default=[1, 2])
-    parser.add_argument("--out", default=str(SHIPPED))
-    parser.add_argument("--tables", default=None, help="write the timing tables here")
-    parser.add_argument("--evaluate", default=None, help="a tables file to evaluate")
-    parser.add_argument("--worker", nargs=2, metavar=("THREADS", "OUT"))
-    args = parser.parse_args()
-    if args.worker:
-        worker(int(args.worker[0]), args.worker[1])
-        return
-    if args.evaluate:
-        print(json.dumps(evaluate(json.loads(Path(args.evaluate).read_text())), indent=1))
-        return
-    families = args.families
+def _timed(families: Optional[List[str]], thread_counts: List[int]) -> List[Dict[str, Any]]:
+    """Every family's and thread count's records, each timed by a worker process
+    (``ONEDNN_MAX_CPU_ISA`` set before oneDNN loads)."""
     if families is None:
         from mxdeconv.onednn._loader import ops
         native = ops.cpu_isa()
         families = ["DEFAULT"] + (["AVX512_CORE"] if native.startswith("avx512_core_")
                                   else []) + (["AVX2"] if "avx512" in native else [])
     records: List[Dict[str, Any]] = []
-    begun = time.perf_counter()
     for family in families:
-        for threads in args.threads:
+        for threads in thread_counts:
             env = dict(os.environ, MXDECONV_PLAN_DB="0", MXDECONV_CACHE_DIR="")
             env.pop("ONEDNN_MAX_CPU_ISA", None)
             if family != "DEFAULT":
@@ -313,13 +379,43 @@ def main() -> None:
                            env=env, check=True)
             records += json.loads(Path(out).read_text())
             os.unlink(out)
+    return records
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--families", nargs="*", default=None,
+                        help="ONEDNN_MAX_CPU_ISA values (default: this CPU's own, "
+                             "AVX512_CORE where it has more, and AVX2)")
+    parser.add_argument("--threads", nargs="*", type=int, default=[1, 2])
+    parser.add_argument("--out", default=str(SHIPPED))
+    parser.add_argument("--tables", default=None, help="write the timing tables here")
+    parser.add_argument("--evaluate", nargs="*", default=None,
+                        help="tables files to evaluate (several: one run each, merged)")
+    parser.add_argument("--tables-in", nargs="*", default=None,
+                        help="make the database from these tables files (merged)")
+    parser.add_argument("--worker", nargs=2, metavar=("THREADS", "OUT"))
+    args = parser.parse_args()
+    if args.worker:
+        worker(int(args.worker[0]), args.worker[1])
+        return
+    if args.evaluate:
+        print(json.dumps(evaluate(_merged([json.loads(Path(f).read_text())
+                                           for f in args.evaluate])), indent=1))
+        return
+    begun = time.perf_counter()
+    if args.tables_in:
+        records = _merged([json.loads(Path(f).read_text()) for f in args.tables_in])
+    else:
+        records = _timed(args.families, args.threads)
     from mxdeconv.onednn._loader import ops
     accuracy = evaluate(records)
     made = dict(date=datetime.date.today().isoformat(), machine=cpu_name(),
                 cores=os.cpu_count(), onednn=ops.onednn_version(),
-                families=sorted({r["isa"] for r in records}), threads=args.threads,
+                families=sorted({r["isa"] for r in records}),
+                threads=sorted({r["threads"] for r in records}),
                 layers=len(GRID), records=len(records),
-                seconds=round(time.perf_counter() - begun),
+                seconds=None if args.tables_in else round(time.perf_counter() - begun),
                 command="python scripts/make_plan_db.py " + " ".join(sys.argv[1:]),
                 held_out=accuracy)
     Path(args.out).write_text(json.dumps(_document(records, made), separators=(",", ":")))

@@ -4,16 +4,22 @@ for the rest.
 As MIOpen ships a System Find-Db, mxdeconv ships ``plan_db.json`` beside
 this module: for a grid of layer shapes taken from real models, each pass and
 mode, thread count and kernel family (``ONEDNN_MAX_CPU_ISA``), the candidate
-that tuning chose (``scripts/make_plan_db.py`` makes it and records how, on
-which machine and when).  The planner asks :meth:`PlanDatabase.predict` for a
-new layer pass before it falls back on oneDNN's first choice:
+that tuning chose there and the candidates that ran within NEAR_RATIO of it,
+with their times relative to the fastest (``scripts/make_plan_db.py`` makes
+it and records how, on which machine and when).  The planner asks
+:meth:`PlanDatabase.predict` for a new layer pass before it falls back on
+oneDNN's first choice:
 
-* a layer the database holds, or one whose nearest neighbours (in a space of
-  log channel counts, log sizes, kernel, stride, dilation, groups, batch and
-  threads) all chose the same candidate, is predicted *confidently*: the
-  planner runs that candidate from the first call and does not tune it;
-* any other prediction is a hint: that candidate is tried first, and the
-  layer is tuned on its calls as any new layer.
+* the layer itself (same shape, batch and threads) is predicted
+  *confidently*, and so is a layer whose NEIGHBOURS nearest records (in a
+  space of log channel counts, log sizes, kernel, stride, dilation, groups,
+  batch and threads) lie within CONFIDENT_DISTANCE and each ran the predicted
+  candidate within WITHIN of its fastest: the planner runs that candidate
+  from the first call and does not tune it;
+* otherwise the prediction is a *hint*: the candidate the nearest records ran
+  best on the whole (a distance-weighted mean of log relative times), which
+  the layer starts on, and a *shortlist*, the candidates any of them ran
+  within SHORTLIST_RATIO of its fastest, which are all the tuner times.
 
 A prediction is never a verdict: its plan passes the same checks as any
 other.  The user's own plan cache (what tuning measured on this machine)
@@ -26,17 +32,29 @@ import math
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Tuple
 
 from mxdeconv.semantics.attributes import DeconvGeometry
 
 #: The file's format; its history: docs/changelog.rst.
-FORMAT = 1
+FORMAT = 2
 #: The database shipped with the package.
 SHIPPED = Path(__file__).with_name("plan_db.json")
-#: How many nearest records must agree for a confident prediction, and how far
-#: (in feature units: about one doubling of one size) the farthest may be.
-NEIGHBOURS, CONFIDENT_DISTANCE = 3, 1.5
+#: A record keeps the candidates that ran within NEAR_RATIO of its fastest (at
+#: most NEAR_KEPT of them); one it did not keep counts as UNKEPT_RATIO.
+NEAR_RATIO, NEAR_KEPT, UNKEPT_RATIO = 1.5, 10, 3.0
+#: How many nearest records a prediction weighs, how far (in feature units:
+#: about one doubling of one size) they may lie for a confident one, and how
+#: close to each one's fastest the candidate must have run there.
+NEIGHBOURS, CONFIDENT_DISTANCE, WITHIN = 3, 2.5, 1.05
+#: The tuner's shortlist for a hinted layer: what any of the nearest records
+#: ran within this ratio of its fastest.  Held out of a quiet run's records
+#: (2026-12-05, AVX-512 with AMX, 2 threads), the best of such a shortlist
+#: was within 5% of the layer's fastest on 92% of them, from 7 of 18
+#: candidates on average.
+SHORTLIST_RATIO = 1.3
+#: A neighbour's weight: 1 / (WEIGHT_OFFSET + its distance).
+WEIGHT_OFFSET = 0.25
 #: Kernel families in the order of the ISAs oneDNN dispatches to (see _family).
 ISA_ORDER = ("sse41", "avx", "avx2", "avx2_vnni", "avx2_vnni_2", "avx512_core",
              "avx512_core_vnni", "avx512_core_bf16", "avx512_core_fp16", "avx512_core_amx",
@@ -64,11 +82,13 @@ class Choice(NamedTuple):
 
 @dataclass(frozen=True)
 class Prediction:
-    """A choice for a layer pass, how sure, and where it came from."""
+    """A choice for a layer pass, how sure, where it came from, and the
+    candidates worth timing (the shortlist, the choice among them)."""
 
     choice: Choice
     confident: bool
     source: str
+    shortlist: FrozenSet[Choice] = frozenset()
 
 
 def features(geom: DeconvGeometry, threads: int) -> Tuple[float, ...]:
@@ -95,6 +115,10 @@ def _distance(one: Sequence[float], other: Sequence[float]) -> float:
 class _Record:
     features: Tuple[float, ...]
     choice: Choice
+    near: Dict[Choice, float]   # candidate -> its time over the fastest's
+
+    def ratio(self, choice: Choice) -> float:
+        return self.near.get(choice, UNKEPT_RATIO)
 
 
 def _family(isa: str, families: Sequence[str]) -> Optional[str]:
@@ -126,71 +150,122 @@ def _choice_of(value: Any) -> Optional[Choice]:
     return Choice(tuple(variant), impl, one)
 
 
+#: A group of records: (kernel family, pass, dtype, training, spatial dims).
+GroupKey = Tuple[str, str, str, bool, int]
+
+
 class PlanDatabase:
-    """The records of one database file, read on first use; :meth:`predict`."""
+    """The records of one database file, read on first use; :meth:`predict`.
+
+    A record's layer becomes a point in feature space only when a layer of its
+    group (family, pass, mode, dimensions) is first predicted: a process pays
+    for the groups its layers use, not for the whole file."""
 
     def __init__(self, path: Optional[Path] = SHIPPED) -> None:
         self._path = path
         self._lock = threading.Lock()
-        self._records: Optional[Dict[Tuple[str, str, str, bool, int], List[_Record]]] = None
+        self._raw: Optional[Dict[GroupKey, List[Any]]] = None
+        self._groups: Dict[GroupKey, List[_Record]] = {}
+        self._choices: List[Any] = []
         self.made: Dict[str, Any] = {}
 
-    def _loaded(self) -> Dict[Tuple[str, str, str, bool, int], List[_Record]]:
-        with self._lock:
-            if self._records is None:
-                self._records = {}
-                try:
-                    document = json.loads(Path(self._path).read_text()) \
-                        if self._path is not None else {}
-                except (OSError, ValueError):
-                    document = {}  # no database: oneDNN's first choice, then tuning
-                if isinstance(document, dict) and document.get("format") == FORMAT:
-                    self.made = document.get("made", {})
-                    for record in document.get("records", ()):
-                        self._add(record)
-            return self._records
+    def _loaded(self) -> Dict[GroupKey, List[Any]]:
+        """The file's records by group, as read (locked by the caller)."""
+        if self._raw is None:
+            self._raw = {}
+            try:
+                document = json.loads(Path(self._path).read_text()) \
+                    if self._path is not None else {}
+            except (OSError, ValueError):
+                document = {}  # no database: oneDNN's first choice, then tuning
+            if isinstance(document, dict) and document.get("format") == FORMAT:
+                self.made = document.get("made", {})
+                choices = document.get("choices", [])
+                self._choices = choices if isinstance(choices, list) else []
+                for record in document.get("records", ()):
+                    try:
+                        key = (record["isa"], record["pass"], record["dtype"],
+                               bool(record["training"]), len(record["layer"]["data"]) - 2)
+                        hash(key)
+                    except (KeyError, TypeError, ValueError):
+                        continue
+                    self._raw.setdefault(key, []).append(record)
+        return self._raw
 
-    def _add(self, record: Any) -> None:
+    def _group(self, key: GroupKey) -> List[_Record]:
+        with self._lock:
+            if key not in self._groups:
+                self._groups[key] = [entry for entry in map(self._record,
+                                                            self._loaded().get(key, ()))
+                                     if entry is not None]
+            return self._groups[key]
+
+    def _choice(self, value: Any) -> Optional[Choice]:
+        """A record's choice: inline, or an index into the file's ``choices``."""
+        if type(value) is int:
+            value = self._choices[value] if 0 <= value < len(self._choices) else None
+        return _choice_of(value)
+
+    def _record(self, record: Any) -> Optional[_Record]:
         try:
-            layer = record["layer"]
-            geom = geometry_of_layer(layer)
-            key = (record["isa"], record["pass"], record["dtype"], bool(record["training"]),
-                   len(geom.spatial_in))
-            entry = _Record(features(geom, int(record["threads"])), _choice_of(record["choice"]))
-        except (KeyError, TypeError, ValueError):
-            return
-        if entry.choice is not None:
-            self._records.setdefault(key, []).append(entry)
+            geom = geometry_of_layer(record["layer"])
+            choice = self._choice(record["choice"])
+            near = {}
+            for named, ratio in record.get("near", ()):
+                candidate = self._choice(named)
+                if candidate is not None and isinstance(ratio, (int, float)) \
+                        and math.isfinite(ratio) and ratio >= 1.0:
+                    near[candidate] = float(ratio)
+            if choice is None:
+                return None
+            near.setdefault(choice, 1.0)
+            return _Record(features(geom, int(record["threads"])), choice, near)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return None
 
     def families(self) -> List[str]:
         """The kernel families the database holds records for."""
-        return sorted({key[0] for key in self._loaded()})
+        with self._lock:
+            return sorted({key[0] for key in self._loaded()})
 
     def predict(self, layer: LayerKey, geom: DeconvGeometry, threads: int,
                 isa: str) -> Optional[Prediction]:
         """The choice for ``geom``'s pass ``layer`` on ``threads`` threads of a
         CPU whose oneDNN dispatches to ``isa``; None when the database holds
         nothing comparable."""
-        records = self._loaded()
-        family = _family(isa, {key[0] for key in records})
+        family = _family(isa, self.families())
         if family is None:
             return None
-        candidates = records.get((family, layer.what, layer.dtype, layer.training, layer.ndim))
+        candidates = self._group((family, layer.what, layer.dtype, layer.training, layer.ndim))
         if not candidates:
             return None
         point = features(geom, threads)
-        ranked = sorted(candidates, key=lambda r: _distance(point, r.features))
-        nearest = ranked[0]
-        distance = _distance(point, nearest.features)
+        ranked = sorted(candidates, key=lambda r: _distance(point, r.features))[:NEIGHBOURS]
+        distances = [_distance(point, r.features) for r in ranked]
         where = f"the shipped plan database ({family})"
-        if distance == 0.0:
-            return Prediction(nearest.choice, True, f"{where}: this layer")
-        close = [r for r in ranked[:NEIGHBOURS]
-                 if _distance(point, r.features) <= CONFIDENT_DISTANCE]
-        agree = len(close) == NEIGHBOURS and all(r.choice == nearest.choice for r in close)
-        what = (f"{where}: its {NEIGHBOURS} nearest layers agree" if agree else
-                f"{where}: the nearest layer (distance {distance:.2f})")
-        return Prediction(nearest.choice, agree, what)
+        if distances[0] == 0.0:
+            nearest = ranked[0]
+            return Prediction(nearest.choice, True, f"{where}: this layer",
+                              _shortlist([nearest], nearest.choice))
+        weights = [1.0 / (WEIGHT_OFFSET + d) for d in distances]
+
+        def score(choice: Choice) -> float:  # a weighted mean of log relative times
+            return sum(w * math.log(r.ratio(choice)) for w, r in zip(weights, ranked))
+        best = min(sorted({c for r in ranked for c in r.near}, key=repr), key=score)
+        confident = (len(ranked) == NEIGHBOURS and distances[-1] <= CONFIDENT_DISTANCE
+                     and all(r.ratio(best) <= WITHIN for r in ranked))
+        what = (f"{where}: its {len(ranked)} nearest layers (distance up to "
+                f"{distances[-1]:.2f}) ran it within {WITHIN - 1:.0%} of their fastest"
+                if confident else
+                f"{where}: the best of its {len(ranked)} nearest layers (distance "
+                f"{distances[0]:.2f} to {distances[-1]:.2f})")
+        return Prediction(best, confident, what, _shortlist(ranked, best))
+
+
+def _shortlist(records: Sequence[_Record], best: Choice) -> FrozenSet[Choice]:
+    """What any of ``records`` ran within SHORTLIST_RATIO of its fastest, and ``best``."""
+    return frozenset({best} | {c for r in records for c, ratio in r.near.items()
+                               if ratio <= SHORTLIST_RATIO})
 
 
 def geometry_of_layer(layer: Dict[str, Any]) -> DeconvGeometry:

@@ -1,5 +1,6 @@
 """The shipped plan database and its predictor (mxdeconv/onednn/plan_db.py):
-a confident prediction is the first call's plan and is never tuned, a
+a confident prediction is the first call's plan and is never tuned, a hint
+is the first call's plan and its layer is tuned among the shortlist only, a
 prediction is never a verdict (its plan is checked like any other), and a
 database that does not fit (another CPU, a candidate not offered, junk)
 leaves the planner as it is without one.  The databases here are the tests'
@@ -25,13 +26,21 @@ SHAPE = (2, 8, 5, 5)
 GEOM = infer_geometry(parse_params(PARAMS), SHAPE)
 
 
+def _named(candidate, one_thread=False):
+    return {"variant": list(candidate.variant), "impl": candidate.impl,
+            "one_thread": one_thread}
+
+
 def _record(candidate, shape=SHAPE, what="forward", training=False, threads=None,
-            one_thread=False, isa=None, **params):
+            one_thread=False, isa=None, near=(), **params):
+    """A record choosing ``candidate``; ``near``: (candidate, time over the
+    fastest's) of others that ran close to it."""
     return {"isa": isa or _ops.cpu_isa(), "threads": threads or _ops.get_num_threads(),
             "pass": what, "dtype": "float32", "training": training,
             "layer": {"data": list(shape), "params": dict(PARAMS, **params)},
-            "choice": {"variant": list(candidate.variant), "impl": candidate.impl,
-                       "one_thread": one_thread}}
+            "choice": _named(candidate, one_thread),
+            "near": [[_named(candidate, one_thread), 1.0]]
+            + [[_named(other), ratio] for other, ratio in near]}
 
 
 def _database(tmp_path, records, made=None):
@@ -175,12 +184,52 @@ def test_neighbours_that_agree_predict_confidently(tmp_path):
     key = plan_db.LayerKey("forward", "float32", False, 2)
     prediction = database.predict(key, GEOM, _ops.get_num_threads(), _ops.cpu_isa())
     assert prediction.confident and prediction.choice.impl == first.impl
-    assert "3 nearest layers agree" in prediction.source
+    assert "3 nearest layers" in prediction.source and "within 5%" in prediction.source
     if other is not first:
         records[1] = _record(other, shape=(4,) + SHAPE[1:])
         database = plan_db.PlanDatabase(_database(tmp_path, records))
         assert not database.predict(key, GEOM, _ops.get_num_threads(),
                                     _ops.cpu_isa()).confident
+
+
+def test_the_prediction_weighs_neighbours_by_distance_and_time(tmp_path):
+    """The nearest layer ran A 2% slower than B, a farther one ran A fastest and
+    never kept B: A is the better bet overall (B unkept counts 3x)."""
+    listed = [c for c in _ops.forward_candidates(GEOM, "float32", False, False)
+              if not c.is_reference]
+    if len(listed) < 2:
+        pytest.skip("this CPU offers one candidate for the layer")
+    a, b = listed[:2]
+    near = _record(b, shape=(4,) + SHAPE[1:], near=[(a, 1.02)])
+    farther = _record(a, shape=(16,) + SHAPE[1:])
+    database = plan_db.PlanDatabase(_database(tmp_path, [near, farther]))
+    prediction = database.predict(plan_db.LayerKey("forward", "float32", False, 2), GEOM,
+                                  _ops.get_num_threads(), _ops.cpu_isa())
+    assert prediction.choice.impl == a.impl and not prediction.confident
+    assert {c.impl for c in prediction.shortlist} == {a.impl, b.impl}
+
+
+def test_a_hint_is_the_first_plan_and_only_its_shortlist_is_tuned(tmp_path, with_database):
+    """A far record: no confident prediction, but its candidate is the first
+    plan, and the tuner times only the shortlist (here that candidate)."""
+    candidate = _not_first()
+    if candidate is None:
+        pytest.skip("this CPU offers one candidate for the layer")
+    with_database(_database(tmp_path, [_record(candidate, shape=(32, 512, 40, 40),
+                                               num_filter=256)]))
+    _forward()
+    choice = _choice()
+    assert choice.how.startswith("hinted by the shipped plan database"), choice.how
+    assert (choice.impl, tuple(choice.found_at[0])) == (candidate.impl, tuple(candidate.variant))
+    assert not choice.confident and choice.tuner is not None
+    assert choice.shortlist == {(tuple(candidate.variant), candidate.impl)}
+    assert "among the 1 candidates" in choice.how
+    plans.finish_tuning()
+    _forward(1)
+    settled = _choice()
+    assert settled.tuner is None and settled.measured
+    assert {m.candidate.split(" (")[0] for m in settled.measured} <= {repr(candidate)}, \
+        settled.measured
 
 
 @pytest.mark.parametrize("isa, families, expected", [

@@ -6,7 +6,7 @@ timed, :class:`Measured`), or that no oneDNN plan can run it
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, FrozenSet, List, Optional, Tuple
 
 if TYPE_CHECKING:  # annotations only (a Choice's tuner is a tuner._Tuner, which
     # imports this module: named in a string, not imported)
@@ -53,6 +53,10 @@ class Choice:
     key: Optional["PlanKey"] = field(default=None, repr=False)  # the planner key
     #: Predicted confidently by the shipped plan database: never tuned.
     confident: bool = False
+    #: The candidates the tuner times (the database's shortlist for a hinted
+    #: layer, as (variant, impl) pairs; the candidate chosen first is timed too);
+    #: None: every candidate.
+    shortlist: Optional[FrozenSet[Tuple[Tuple[Any, ...], str]]] = None
 
     def verdict(self) -> str:
         """What explain() prints: the choice, the check, the alternatives."""

@@ -9,7 +9,7 @@ import dataclasses
 import functools
 import threading
 import time
-from typing import Any, Callable, Dict, Iterable, Optional, Tuple, Union
+from typing import Any, Callable, Dict, FrozenSet, Iterable, Optional, Tuple, Union
 
 from .. import cpu_load, kernel_check, plan_db, plan_store
 from .._loader import ops as _ops
@@ -40,6 +40,17 @@ def _flag(setter: str, enabled: Any) -> bool:
         raise TypeError(f"{setter}: enabled must be a bool, got {enabled!r} "
                         f"of type {type(enabled).__name__}")
     return enabled
+
+
+def _shortlisted(candidates: Callable[..., Iterable[Any]],
+                 shortlist: FrozenSet[Tuple[Tuple[Any, ...], str]],
+                 first: Optional[int]) -> Callable[..., Iterable[Any]]:
+    """``candidates`` narrowed to the shortlist's (variant, impl) pairs and the
+    candidate at index ``first`` (the one to beat)."""
+    def narrowed(variant: Optional[tuple] = None) -> Iterable[Any]:
+        return (c for c in candidates(variant) if c.index == first
+                or (tuple(getattr(c, "variant", ())), c.impl) in shortlist)
+    return narrowed
 
 
 def _only(variant: Optional[tuple]) -> Dict[str, Any]:
@@ -175,6 +186,11 @@ class Planner(_Provisional):
                 self._published()
 
         load = cpu_load.ForeignLoad()
+        if first.shortlist is not None:
+            candidates = _shortlisted(candidates, first.shortlist, first.index)
+            first.how += (f" among the {len(first.shortlist)} candidates its nearest layers "
+                          f"in the database ran within {plan_db.SHORTLIST_RATIO - 1:.0%} of "
+                          "their fastest")
         tuner = _Tuner(_watched(_tuning_units(geom, candidates, check, costs, cost,
                                               agreed=[(first.index, first.threads)],
                                               warn=self._warn,
@@ -184,34 +200,37 @@ class Planner(_Provisional):
             self.tuners[key] = tuner
         return tuner
 
-    def _predicted_choice(self, key: PlanKey, geom: DeconvGeometry,
-                          candidates: Callable[..., Iterable[Any]],
-                          check: Callable[[Any], Optional[str]], provisional: bool
-                          ) -> Tuple[Optional[Choice], Any]:
-        """The shipped database's confident choice for ``key`` and its plan, checked
-        (``provisional``: built only, its results checked, see PROVISIONAL_MACS);
-        (None, None) when it has none, the candidate is not offered here, or it
-        disagrees (then the key is chosen as without a database).  Only its
-        variant is enumerated: a new process's first call costs no other
-        descriptor."""
+    def _prediction(self, key: PlanKey, geom: DeconvGeometry) -> Optional[plan_db.Prediction]:
+        """The shipped database's prediction for ``key`` (None: none, or a pass
+        the database does not speak for: req=add, a fused activation)."""
         forward = isinstance(key, ForwardKey)
         if forward and (key.accumulate or key.act_type is not None):
-            return None, None
-        prediction = self.database.predict(
+            return None
+        return self.database.predict(
             plan_db.LayerKey(key.what, key.dtype, forward and key.training, len(geom.spatial_in)),
-            geom,
-            _ops.get_num_threads(), _ops.cpu_isa())
-        if prediction is None or not prediction.confident:
-            return None, None
+            geom, _ops.get_num_threads(), _ops.cpu_isa())
+
+    def _predicted_choice(self, key: PlanKey, geom: DeconvGeometry,
+                          candidates: Callable[..., Iterable[Any]],
+                          check: Callable[[Any], Optional[str]], provisional: bool,
+                          prediction: plan_db.Prediction) -> Tuple[Optional[Choice], Any]:
+        """The predicted candidate for ``key`` and its plan, checked
+        (``provisional``: built only, its results checked, see PROVISIONAL_MACS);
+        (None, None) when it is not offered here or disagrees (then the key is
+        chosen as without a prediction).  A confident prediction enumerates its
+        variant only (a new process's first call costs no other descriptor); a
+        hint enumerates up to it, so that its index is the one the tuner knows."""
         with self.refused_lock:
             if key in self.refused:
                 return None, None
-        threads = 1 if prediction.choice.one_thread else _ops.get_num_threads()
+        choice = prediction.choice
+        threads = 1 if choice.one_thread else _ops.get_num_threads()
         if threads not in tuner_rules._thread_options(geom, self.tuning_on):
             return None, None
         with _ops.using_threads(threads):
-            candidate = next((c for c in candidates(prediction.choice.variant)
-                              if c.impl == prediction.choice.impl), None)
+            listed = candidates(choice.variant) if prediction.confident else candidates()
+            candidate = next((c for c in listed if c.impl == choice.impl
+                              and tuple(c.variant) == tuple(choice.variant)), None)
             if candidate is None:
                 return None, None
             try:
@@ -222,10 +241,10 @@ class Planner(_Provisional):
         if reason is not None:
             self._warn(candidate, geom, reason)
             return None, None
-        return Choice(candidate.index, threads, candidate.impl,
-                      f"predicted by {prediction.source}",
+        how = "predicted" if prediction.confident else "hinted"
+        return Choice(candidate.index, threads, candidate.impl, f"{how} by {prediction.source}",
                       found_at=_found_at(candidate), provisional=provisional,
-                      confident=True), plan
+                      confident=prediction.confident), plan
 
     def _first_choice(self, key: PlanKey, geom: DeconvGeometry,
                       candidates: Callable[..., Iterable[Any]],
@@ -282,11 +301,19 @@ class Planner(_Provisional):
             choice, plan, tuned = kept._from_disk(self.store, key, geom, candidates, check,
                                                self.tuning_on) if self.tuning_on else \
                 (None, None, False)
+            prediction = None
             if choice is None and self.tuning_on and not self.eager:
-                choice, plan = self._predicted_choice(key, geom, candidates, check, provisional)
+                prediction = self._prediction(key, geom)
+                if prediction is not None:
+                    choice, plan = self._predicted_choice(key, geom, candidates, check,
+                                                          provisional, prediction)
             if choice is None:  # eager tuning too starts from it: the same choice either way
                 choice, plan = self._first_choice(key, geom, candidates, check,
                                              provisional and not self.eager)
+            if prediction is not None and not prediction.confident:
+                # Tuned among the candidates the nearest layers ran well.
+                choice.shortlist = frozenset((tuple(c.variant), c.impl)
+                                             for c in prediction.shortlist)
             if self.deterministic_on and plan is not None:
                 choice.how += ("; deterministic mode: checked before its first call, never "
                                "tuned, kept for the process")
