@@ -301,17 +301,18 @@ class Planner(_Provisional):
             choice, plan, tuned = kept._from_disk(self.store, key, geom, candidates, check,
                                                self.tuning_on) if self.tuning_on else \
                 (None, None, False)
-            prediction = None
-            if choice is None and self.tuning_on and not self.eager:
-                prediction = self._prediction(key, geom)
-                if prediction is not None:
-                    choice, plan = self._predicted_choice(key, geom, candidates, check,
-                                                          provisional, prediction)
+            prediction = self._prediction(key, geom) \
+                if self.tuning_on and not self.eager and not tuned else None
+            if choice is None and prediction is not None:
+                choice, plan = self._predicted_choice(key, geom, candidates, check,
+                                                      provisional, prediction)
+                if choice is not None and not (choice.confident or choice.provisional):
+                    kept._keep(self.store, key, geom, choice, False)  # as a first choice
             if choice is None:  # eager tuning too starts from it: the same choice either way
                 choice, plan = self._first_choice(key, geom, candidates, check,
                                              provisional and not self.eager)
-            if prediction is not None and not prediction.confident:
-                # Tuned among the candidates the nearest layers ran well.
+            if prediction is not None and not choice.confident:
+                # To be tuned: among the candidates the nearest layers ran well.
                 choice.shortlist = frozenset((tuple(c.variant), c.impl)
                                              for c in prediction.shortlist)
             if self.deterministic_on and plan is not None:
