@@ -13,6 +13,7 @@ contenders; medians of ``--repeats`` rounds.
     python benchmarks/first_calls.py                     # every layer-mode, 3 rounds
     python benchmarks/first_calls.py --repeats 1 --no-peers --calls 10   # smoke
     python benchmarks/first_calls.py --json benchmarks/results/first_calls.json
+    python benchmarks/first_calls.py --without-database    # beside MXDECONV_PLAN_DB=0
 
 MXNet 1.9.1 runs in its venv (scripts/setup_mxnet_venv.sh; ``MXNET_VENV`` or
 ``--mxnet-python``), PyTorch where ``import torch`` works; a missing peer is
@@ -128,8 +129,8 @@ def _peers(mxnet_python: Path, peers: bool) -> Dict[str, str]:
 
 
 def measure(layers: List[str], modes: List[str], repeats: int, calls: int, threads: int,
-            mxnet_python: Path, peers: bool, deterministic: bool = False
-            ) -> Dict[str, Dict[str, Dict[str, float]]]:
+            mxnet_python: Path, peers: bool, deterministic: bool = False,
+            without_database: bool = False) -> Dict[str, Dict[str, Dict[str, float]]]:
     """{layer-mode: {contender: {K: median cumulative seconds}}}."""
     base = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     base.pop("MXDECONV_CACHE_DIR", None)
@@ -140,7 +141,8 @@ def measure(layers: List[str], modes: List[str], repeats: int, calls: int, threa
         for mode in modes:
             runs: Dict[str, List[List[float]]] = {}
             for round_ in range(repeats):
-                with tempfile.TemporaryDirectory(prefix="mxdeconv-first-") as cache:
+                with tempfile.TemporaryDirectory(prefix="mxdeconv-first-") as cache, \
+                        tempfile.TemporaryDirectory(prefix="mxdeconv-first-") as other_cache:
                     env = dict(base, MXDECONV_CACHE_DIR=cache)
                     order = [("mxdeconv (empty cache)", sys.executable, "mxdeconv", env),
                              ("mxdeconv (filled cache)", sys.executable, "mxdeconv", env)]
@@ -148,6 +150,10 @@ def measure(layers: List[str], modes: List[str], repeats: int, calls: int, threa
                         order.append(("mxdeconv (deterministic)", sys.executable, "mxdeconv",
                                       dict(base, MXDECONV_DETERMINISTIC="1",
                                            MXDECONV_CACHE_DIR="")))
+                    if without_database:  # an empty cache of its own, no plan database
+                        order.append(("mxdeconv (no database)", sys.executable, "mxdeconv",
+                                      dict(base, MXDECONV_PLAN_DB="0",
+                                           MXDECONV_CACHE_DIR=other_cache)))
                     order += [(name, python, name, base) for name, python in others.items()]
                     # The filled cache needs the empty run first; the others
                     # rotate, so that no contender always follows the same one.
@@ -169,6 +175,7 @@ def _row(name: str, contenders: Dict[str, Dict[str, float]], marks: List[int]) -
     ours = contenders.get("mxdeconv (empty cache)")
     filled = contenders.get("mxdeconv (filled cache)")
     fixed = contenders.get("mxdeconv (deterministic)")
+    bare = contenders.get("mxdeconv (no database)")
     peers = {k: v for k, v in contenders.items() if not k.startswith("mxdeconv")}
     cells = []
     for k in marks:
@@ -182,6 +189,8 @@ def _row(name: str, contenders: Dict[str, Dict[str, float]], marks: List[int]) -
             text += f" {fastest / ours[key]:5.2f}x"
             if filled is not None:
                 text += f" ({fastest / filled[key]:4.2f}x filled)"
+            if bare is not None:
+                text += f" [{fastest / bare[key]:4.2f}x without the database]"
         if fixed is not None:
             text += f" [deterministic {fixed[key] / ours[key]:4.2f}x the time]"
         cells.append(text)
@@ -199,6 +208,8 @@ def main() -> None:
     parser.add_argument("--no-peers", action="store_true")
     parser.add_argument("--deterministic", action="store_true",
                         help="also mxdeconv in deterministic mode (MXDECONV_DETERMINISTIC=1)")
+    parser.add_argument("--without-database", action="store_true",
+                        help="also mxdeconv without the plan database (MXDECONV_PLAN_DB=0)")
     parser.add_argument("--mxnet-python", type=Path, default=None,
                         help="MXNet 1.9.1's interpreter (default: $MXNET_VENV or .venv-mxnet)")
     parser.add_argument("--json", type=Path)
@@ -213,7 +224,7 @@ def main() -> None:
     from cold import default_mxnet_python
     results = measure(args.layers, args.modes, args.repeats, args.calls, args.threads,
                       args.mxnet_python or default_mxnet_python(), not args.no_peers,
-                      args.deterministic)
+                      args.deterministic, args.without_database)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(dict(threads=args.threads, marks=marks,

@@ -5,7 +5,7 @@
 The sdist: what building needs (setup.py, pyproject.toml, MANIFEST.in, README,
 LICENSE, every .py/.pyx/.pxd/.pxi/.pyi of the package), never what a build
 leaves (generated C, compiled modules, bytecode).  The wheel: the package's
-modules, its four compiled extensions, .pxd/.pyi/py.typed and the license,
+modules, its four compiled extensions, .pxd/.pyi/py.typed, the plan database and the license,
 never the Cython sources, generated C, tests or a vendored library; each
 extension's RUNPATH only ``$ORIGIN``-relative (no build-machine folder), and
 its libraries those docs/packaging.rst lists.  Reads the ELF files with
@@ -20,6 +20,8 @@ from pathlib import Path, PurePosixPath
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE_SUFFIXES = {".py", ".pyx", ".pxd", ".pxi", ".pyi"}
+#: Data files the package ships (the plan database, where one was made).
+SHIPPED_DATA = {"py.typed", "plan_db.json"}
 BUILD_LEFTOVERS = {".c", ".so", ".html", ".pyc", ".pyo"}
 COMPILED = ["mxdeconv/_core/buffers", "mxdeconv/_core/_ndbase", "mxdeconv/onednn/_ops",
             "mxdeconv/ops/_exec"]
@@ -35,7 +37,7 @@ OPS_RUNPATH = ["$ORIGIN/../../../.."]
 def package_sources():
     """The package's source files in this checkout, relative to the root."""
     return sorted(str(path.relative_to(ROOT)) for path in (ROOT / "mxdeconv").rglob("*")
-                  if path.suffix in SOURCE_SUFFIXES or path.name == "py.typed"
+                  if path.suffix in SOURCE_SUFFIXES or path.name in SHIPPED_DATA
                   if "__pycache__" not in path.parts)
 
 
