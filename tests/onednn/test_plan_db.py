@@ -255,6 +255,20 @@ def test_the_shipped_database_says_how_it_was_made():
     assert set(made["held_out"]) == set(families)
 
 
+def test_a_records_features_are_its_geometrys():
+    """The database reads a record's point from its layer's parameters directly;
+    for every shipped record it is the point of the layer's geometry."""
+    if not plan_db.SHIPPED.exists():
+        pytest.skip("no database shipped with this checkout")
+    document = json.loads(plan_db.SHIPPED.read_text())
+    layers = {json.dumps(r["layer"], sort_keys=True): r["layer"] for r in document["records"]}
+    assert layers
+    for layer in layers.values():
+        for threads in (1, 2, 8):
+            assert plan_db._layer_features(layer, threads) == plan_db.features(
+                plan_db.geometry_of_layer(layer), threads), layer
+
+
 def test_plan_db_off_by_environment():
     """MXDECONV_PLAN_DB=0 (this suite's conftest): no database is read."""
     assert plans.current_planner().database._path is None

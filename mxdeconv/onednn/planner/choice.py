@@ -53,6 +53,9 @@ class Choice:
     key: Optional["PlanKey"] = field(default=None, repr=False)  # the planner key
     #: Predicted confidently by the shipped plan database: never tuned.
     confident: bool = False
+    #: The candidate came from the plan database, found in its variant only:
+    #: ``index`` counts within that variant, not in the full enumeration.
+    from_database: bool = False
     #: The candidates the tuner times (the database's shortlist for a hinted
     #: layer, as (variant, impl) pairs; the candidate chosen first is timed too);
     #: None: every candidate.

@@ -105,10 +105,10 @@ class _Provisional:
         with self.refused_lock:
             _warn_once(self.warned, (choice.impl, "provisional", choice.threads, choice.key),
                        choice.impl, geom, reason)
-            # A predicted choice's index is its variant's, not the enumeration's:
+            # A database's choice's index is its variant's, not the enumeration's:
             # none is skipped then, but the key is chosen with the kernel check.
             self.refused.setdefault(choice.key, set()).add(
-                (-1 if choice.confident else choice.index, choice.threads))
+                (-1 if choice.from_database else choice.index, choice.threads))
             if self.choices.get(choice.key) is choice:
                 self.choices.put(choice.key, None)  # the next visit chooses again, checked
 

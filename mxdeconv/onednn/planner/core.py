@@ -186,13 +186,17 @@ class Planner(_Provisional):
                 self._published()
 
         load = cpu_load.ForeignLoad()
+        # A database's candidate has no index in the full enumeration: the
+        # tuner checks it like any other, if it wins.
+        agreed = [] if first.from_database else [(first.index, first.threads)]
         if first.shortlist is not None:
-            candidates = _shortlisted(candidates, first.shortlist, first.index)
+            candidates = _shortlisted(candidates, first.shortlist,
+                                      None if first.from_database else first.index)
             first.how += (f" among the {len(first.shortlist)} candidates its nearest layers "
                           f"in the database ran within {plan_db.SHORTLIST_RATIO - 1:.0%} of "
                           "their fastest")
         tuner = _Tuner(_watched(_tuning_units(geom, candidates, check, costs, cost,
-                                              agreed=[(first.index, first.threads)],
+                                              agreed=agreed,
                                               warn=self._warn,
                                               tuning=lambda: self.tuning_on), load),
                        settle)
@@ -217,9 +221,8 @@ class Planner(_Provisional):
         """The predicted candidate for ``key`` and its plan, checked
         (``provisional``: built only, its results checked, see PROVISIONAL_MACS);
         (None, None) when it is not offered here or disagrees (then the key is
-        chosen as without a prediction).  A confident prediction enumerates its
-        variant only (a new process's first call costs no other descriptor); a
-        hint enumerates up to it, so that its index is the one the tuner knows."""
+        chosen as without a prediction).  Only its variant is enumerated: a new
+        process's first call costs no other descriptor."""
         with self.refused_lock:
             if key in self.refused:
                 return None, None
@@ -228,8 +231,7 @@ class Planner(_Provisional):
         if threads not in tuner_rules._thread_options(geom, self.tuning_on):
             return None, None
         with _ops.using_threads(threads):
-            listed = candidates(choice.variant) if prediction.confident else candidates()
-            candidate = next((c for c in listed if c.impl == choice.impl
+            candidate = next((c for c in candidates(choice.variant) if c.impl == choice.impl
                               and tuple(c.variant) == tuple(choice.variant)), None)
             if candidate is None:
                 return None, None
@@ -244,7 +246,7 @@ class Planner(_Provisional):
         how = "predicted" if prediction.confident else "hinted"
         return Choice(candidate.index, threads, candidate.impl, f"{how} by {prediction.source}",
                       found_at=_found_at(candidate), provisional=provisional,
-                      confident=prediction.confident), plan
+                      confident=prediction.confident, from_database=True), plan
 
     def _first_choice(self, key: PlanKey, geom: DeconvGeometry,
                       candidates: Callable[..., Iterable[Any]],
@@ -306,8 +308,6 @@ class Planner(_Provisional):
             if choice is None and prediction is not None:
                 choice, plan = self._predicted_choice(key, geom, candidates, check,
                                                       provisional, prediction)
-                if choice is not None and not (choice.confident or choice.provisional):
-                    kept._keep(self.store, key, geom, choice, False)  # as a first choice
             if choice is None:  # eager tuning too starts from it: the same choice either way
                 choice, plan = self._first_choice(key, geom, candidates, check,
                                              provisional and not self.eager)
