@@ -54,7 +54,6 @@ def _worker_first_calls(name: str) -> Dict[str, float]:
     begun = time.perf_counter()
     import numpy as np
     if name == "mxdeconv":
-        import mxdeconv
         from mxdeconv import nd as lib
     elif name == "torch":
         import torch

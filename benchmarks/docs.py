@@ -180,9 +180,9 @@ def speedup_table(records: Sequence[Mapping[str, Any]],
         case = record["case"]
         cells = []
         for peer in (report.MXNET, report.TORCH):
-            cells.append("".join(
-                f"{_speedup(record['ratios'][mode].get(report.ratio_name(peer, report.SUBJECT))):>6s}"
-                for mode, _ in COLUMNS))
+            ratio = report.ratio_name(peer, report.SUBJECT)
+            cells.append("".join(f"{_speedup(record['ratios'][mode].get(ratio)):>6s}"
+                                 for mode, _ in COLUMNS))
         lines.append(f"{case['layer']:16s} {case['batch']:>5d} {cells[0]}   {cells[1]}"
                      + _flag(record))
     return lines

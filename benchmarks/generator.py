@@ -114,7 +114,6 @@ def _build(name: str, weights):
                 return net(torch.from_numpy(z)).numpy()
         return call
     if name.startswith("mxnet"):
-        import mxnet as mx
         from mxnet import nd
         from mxnet.gluon import nn
     else:

@@ -91,7 +91,7 @@ def layer_by_name(name: str) -> Layer:
     for layer in LAYERS:
         if layer.name == name:
             return layer
-    raise KeyError(f"unknown layer {name!r}; known: {', '.join(l.name for l in LAYERS)}")
+    raise KeyError(f"unknown layer {name!r}; known: {', '.join(known.name for known in LAYERS)}")
 
 
 def _per_dim(kwargs: Mapping[str, Any], key: str, ndim: int, default: int) -> Shape:

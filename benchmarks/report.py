@@ -28,7 +28,8 @@ RATIOS: Tuple[Tuple[str, str], ...] = (
 NOTES = {
     "flops": "FLOPs = 2*N*C_in*prod(in_spatial)*(C_out/groups)*prod(kernel) per forward, "
              "bwd = 2x (bwd data only and bwd weights only: 1x each, the other "
-             "pass's gradients not asked for), fwd+bwd = 3x; this counts products cropped away by pad, which a "
+             "pass's gradients not asked for), fwd+bwd = 3x; this counts products cropped "
+             "away by pad, which a "
              "direct algorithm skips, so GFLOP/s and %peak overstate the arithmetic done "
              "by 1/useful_fraction (shown per layer) and %peak can exceed 100%",
     "raw": "raw = mxdeconv.ops.bench_hooks.raw_{forward,backward}_seconds (the cached oneDNN "

@@ -38,7 +38,8 @@ __all__ = ["Context", "Float16OverflowWarning", "KernelDefectWarning", "MXNetErr
            "is_training", "last_impl", "lr_scheduler", "nd", "onednn_enabled",
            "optimizer",
            "plan_cache_path", "predict_mode", "random", "reorder_counts", "reset_reorder_counts",
-           "runtime_info", "set_buffer_pool_limit", "set_cache_capacity", "set_deterministic", "set_num_threads", "set_onednn_enabled",
+           "runtime_info", "set_buffer_pool_limit", "set_cache_capacity", "set_deterministic",
+           "set_num_threads", "set_onednn_enabled",
            "set_training", "set_tuning", "train_mode", "tuning_enabled", "use_impl"]
 
 

@@ -244,7 +244,8 @@ class Mixed(Initializer):
 
     >>> from mxdeconv import init
     >>> mixed = init.Mixed([".*bias$", ".*"], [init.Constant(1), init.Zero()])
-    >>> mixed("conv0_bias", (2,), "float32").tolist(), mixed("conv0_weight", (1,), "float32").tolist()
+    >>> (mixed("conv0_bias", (2,), "float32").tolist(),
+    ...  mixed("conv0_weight", (1,), "float32").tolist())
     ([1.0, 1.0], [0.0])
     """
 

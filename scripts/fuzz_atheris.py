@@ -23,7 +23,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 with atheris.instrument_imports():
     from mxdeconv._core.errors import MXNetError
-    from mxdeconv.semantics.attributes import MAX_PARAM, DeconvolutionParam, infer_geometry, parse_params
+    from mxdeconv.semantics.attributes import (MAX_PARAM, DeconvolutionParam, infer_geometry,
+                                               parse_params)
 
 FIELDS = ["kernel", "stride", "dilate", "pad", "adj", "target_shape", "num_filter",
           "num_group", "no_bias", "layout", "workspace", "cudnn_tune", "cudnn_off", "kernal"]

@@ -21,7 +21,6 @@ mode: a segmentation fault; integer division by zero: SIGFPE).
 import os
 import sys
 
-import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_mxnet_ndarray_fixtures as basics  # noqa: E402
@@ -77,7 +76,8 @@ CASES += [
     ("clip a_min None", "nd.clip(m, None, 3)"),
     ("clip a_min True", "nd.clip(m, True, 3)"),
     ("smooth_l1", "nd.smooth_l1(nd.array([-2, -0.5, 0, 0.3, 1, 1.5]))"),
-    ("smooth_l1 scalar=2", "nd.smooth_l1(nd.array([-2, -0.5, 0, 0.2, 0.25, 0.3, 1.5]), scalar=2.0)"),
+    ("smooth_l1 scalar=2",
+     "nd.smooth_l1(nd.array([-2, -0.5, 0, 0.2, 0.25, 0.3, 1.5]), scalar=2.0)"),
     ("smooth_l1 scalar=0", "nd.smooth_l1(nd.array([1, -2]), scalar=0)"),
     ("smooth_l1 int32", "nd.smooth_l1(k, scalar=1.0)"),
 ]
@@ -189,8 +189,10 @@ CASES += [
     ("dot transpose_b", "nd.dot(m, m, transpose_b=True)"),
     ("dot both transposed", "nd.dot(m, nd.ones((4, 2)), transpose_a=True, transpose_b=True)"),
     ("dot 3-D", "nd.dot(nd.ones((2, 3, 4)), nd.ones((4, 5, 6))).shape"),
-    ("dot 3-D transpose_a", "nd.dot(nd.ones((4, 3, 2)), nd.ones((4, 5, 6)), transpose_a=True).shape"),
-    ("dot 3-D transpose_b", "nd.dot(nd.ones((2, 3, 4)), nd.ones((6, 5, 4)), transpose_b=True).shape"),
+    ("dot 3-D transpose_a",
+     "nd.dot(nd.ones((4, 3, 2)), nd.ones((4, 5, 6)), transpose_a=True).shape"),
+    ("dot 3-D transpose_b",
+     "nd.dot(nd.ones((2, 3, 4)), nd.ones((6, 5, 4)), transpose_b=True).shape"),
     ("dot 3-D transpose_a values", "nd.dot(nd.arange(24).reshape((4, 3, 2)), nd.arange(4), "
                                    "transpose_a=True)"),
     ("dot 3-D values", "nd.dot(y, nd.arange(8).reshape((4, 2)))"),
@@ -446,7 +448,8 @@ GRADIENTS = [
     ("reshape", "lambda a: nd.reshape(a, (2, 2)) * nd.array([[1, 2], [3, 4]])", [[1.0, 2, 3, 4]]),
     ("transpose", "lambda a: nd.transpose(a, axes=(1, 0)) * nd.array([[1, 2], [3, 4]])",
      [[[1.0, 2], [3, 4]]]),
-    ("flatten", "lambda a: nd.flatten(a) * nd.array([[1, 2], [3, 4]])", [[[[1.0], [2]], [[3], [4]]]]),
+    ("flatten", "lambda a: nd.flatten(a) * nd.array([[1, 2], [3, 4]])",
+     [[[[1.0], [2]], [[3], [4]]]]),
     ("expand_dims", "lambda a: nd.expand_dims(a, 0) * nd.array([[1, 2]])", [[1.0, 2]]),
     ("squeeze", "lambda a: nd.squeeze(a) * nd.array([1, 2])", [[[1.0], [2]]]),
     ("broadcast_to", "lambda a: nd.broadcast_to(a, (2, 3)) * nd.array([[1, 2, 3], [4, 5, 6]])",

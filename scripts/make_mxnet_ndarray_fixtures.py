@@ -290,7 +290,8 @@ CASES = [
     ("astype copy=False", "f.astype('float32', copy=False) is f"),
     ("astype copy=False other dtype", "f.astype('float64', copy=False) is f"),
     ("copy", "f.copy()"),
-    ("copyto NDArray of another dtype", "nd.array([1.5, 2.5]).copyto(nd.zeros((2,), dtype='int32'))"),
+    ("copyto NDArray of another dtype",
+     "nd.array([1.5, 2.5]).copyto(nd.zeros((2,), dtype='int32'))"),
     ("copyto returns the target", "t = nd.zeros((4,))\nf.copyto(t) is t"),
     ("copyto wrong shape", "f.copyto(nd.zeros((3,)))"),
     ("copyto context", "f.copyto(cpu())"),
@@ -330,7 +331,8 @@ CASES = [
     ("plain setitem while recording",
      "c = nd.ones((2,))\nwith autograd.record():\n    c[0] = 5\nc"),
     ("copyto into a variable while recording",
-     "w = nd.ones((2,))\nw.attach_grad()\nwith autograd.record():\n    nd.zeros((2,)).copyto(w)\nw"),
+     "w = nd.ones((2,))\nw.attach_grad()\nwith autograd.record():\n"
+     "    nd.zeros((2,)).copyto(w)\nw"),
     ("sgd", "w = nd.array([1.0, 2.0])\nw.attach_grad()\nfor _ in range(2):\n"
             "    with autograd.record():\n        l = (w * w).sum()\n    l.backward()\n"
             "    w[:] = w - 0.1 * w.grad\nw -= 0.1 * w.grad\nw"),

@@ -1,7 +1,8 @@
 """Test-session settings, applied before mxdeconv is imported.
 
 * Hypothesis keeps its example database out of the repository, and runs
-  derandomized (the ``derandomized`` profile): every run of the suite, on every machine, draws the same
+  derandomized (the ``derandomized`` profile): every run of the suite, on every machine, draws
+  the same
   examples, so a red CI is never a new random draw.  Exploring runs with fresh
   seeds are ``scripts/fuzz.py``'s job; what they find becomes a fixed case
   (``tests/package/test_fuzz.py``'s ``FOUND``).  ``MXDECONV_HYPOTHESIS_PROFILE=explore``
@@ -65,7 +66,8 @@ def pytest_collection_modifyitems(config, items):
     if SOURCE_TREE:
         return
     skip = pytest.mark.skip(reason="source_tree: needs the repository (docs/, pyproject.toml, "
-                            "README.md); this run tests an installed mxdeconv from a copy of tests/")
+                            "README.md); this run tests an installed mxdeconv from a copy of "
+                            "tests/")
     for item in items:
         if item.get_closest_marker("source_tree"):
             item.add_marker(skip)

@@ -320,7 +320,7 @@ def check_assignable(name: str, target: Any) -> None:
     ...     autograd.check_assignable("out", x)
     Traceback (most recent call last):
     ...
-    mxdeconv._core.errors.MXNetError: out: Assigning to NDArrays that are already in a computational graph ...
+    mxdeconv._core.errors.MXNetError: out: Assigning to NDArrays that are already in a ...
     """
     if is_recording() and (target._node is not None or _is_variable(target)):
         raise MXNetError(f"{name}: {_ASSIGNING_IN_GRAPH}")
@@ -415,9 +415,11 @@ def backward(heads: Sequence[Any], head_grads: Sequence[Any], retain_graph: bool
             reqs, targets = [], []
             for arr, parent in zip(node.inputs, node.parents):
                 if arr is None:
-                    reqs.append("null"); targets.append(None)
+                    reqs.append("null")
+                    targets.append(None)
                 elif parent is not None:
-                    reqs.append("null" if parent.freed else "write"); targets.append(None)
+                    reqs.append("null" if parent.freed else "write")
+                    targets.append(None)
                 elif arr._grad is not None and arr._grad_req != "null":  # a variable
                     seen = id(arr) in written
                     if not seen:
@@ -426,7 +428,8 @@ def backward(heads: Sequence[Any], head_grads: Sequence[Any], retain_graph: bool
                     reqs.append("add" if seen or arr._grad_req == "add" else "write")
                     targets.append(arr._grad)
                 else:
-                    reqs.append("null"); targets.append(None)
+                    reqs.append("null")
+                    targets.append(None)
             if any(r != "null" for r in reqs):
                 results = _BACKWARD[node.op](out_grad, node.inputs, node.attrs,
                                              tuple(reqs), tuple(targets))

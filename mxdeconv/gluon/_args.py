@@ -154,8 +154,9 @@ def _values_arg(name: str, value: Any) -> np.ndarray:
 
 
 def _contexts_arg(name: str, value: Any) -> Optional[List[Context]]:
-    """Gluon's ``ctx``: a context or a list of them (see :func:`~mxdeconv._core.context.context_arg`:
-    CPU contexts only), as a list; None stays None (the caller's default)."""
+    """Gluon's ``ctx``: a context or a list of them (see
+    :func:`~mxdeconv._core.context.context_arg`: CPU contexts only), as a list; None stays
+    None (the caller's default)."""
     if value is None:
         return None
     context_arg(name, value)  # the whole value first: an empty list, a GPU, a bad type

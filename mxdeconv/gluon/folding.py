@@ -21,7 +21,8 @@ Why on by default: on MXNet's DCGAN example generator (nz=100, ngf=64, four
 Conv2DTranspose + BatchNorm + relu blocks, 1x1 -> 64x64) the folded net ran
 1.12-1.40x faster than the unfolded one at batch 64 and 1.12-1.18x at batch 1
 (one thread, three measurements: medians of fresh processes and of paired
-calls in one process, ``benchmarks/generator.py``, :doc:`performance`): besides BatchNorm's own pass over the output, the
+calls in one process, ``benchmarks/generator.py``, :doc:`performance`): besides
+BatchNorm's own pass over the output, the
 unfolded path reads the deconvolution's result back into the plain layout for
 NumPy's BatchNorm, where the folded one only adds a bias (in the kernel or in
 a oneDNN pass of its own, as the plan chose).  (An

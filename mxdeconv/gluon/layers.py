@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any, Optional, Tuple
 
-import numpy as np
 
 from mxdeconv.ops import deconvolution
 from mxdeconv import nd

@@ -38,7 +38,7 @@ array([[0.5, 0.5],
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Optional, Tuple
 
 import numpy as np
 
@@ -49,7 +49,6 @@ from mxdeconv.ndarray.ndarray import NDArray, array
 
 from ._args import _bool_arg, _real_arg, _type_error
 from .block import HybridBlock
-from .parameter import Parameter
 
 __all__ = ["L1Loss", "L2Loss", "Loss", "SigmoidBCELoss", "SigmoidBinaryCrossEntropyLoss",
            "SoftmaxCELoss", "SoftmaxCrossEntropyLoss"]

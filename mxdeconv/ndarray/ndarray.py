@@ -470,7 +470,8 @@ def array(source: Any, ctx: Any = None, dtype: Any = None) -> NDArray:
     The default dtype is an NDArray's own dtype and ``float32`` for anything
     else (Python values, NumPy arrays of any dtype, DLPack tensors), as in
     MXNet 1.9.1: ``nd.array(np.random.randn(2, 2))`` is float32, and runs on
-    oneDNN; pass ``dtype=`` to keep float64 or float16.  ``ctx`` is a CPU context (see :func:`mxdeconv._core.context.context_arg`).
+    oneDNN; pass ``dtype=`` to keep float64 or float16.  ``ctx`` is a CPU context (see
+    :func:`mxdeconv._core.context.context_arg`).
     The data is always copied: the result never aliases ``source``.
 
     >>> import mxdeconv
@@ -589,7 +590,8 @@ def from_dlpack(source: Any) -> NDArray:
     CPU tensor of a dtype NDArray holds (float16/32/64, bfloat16, int8, uint8,
     int32, int64); anything else raises rather than copying silently (use
     :func:`array` to copy).  Writes through either side are seen by the other:
-    the NDArray is *exposed* and keeps that memory for good.  A tensor imported through a legacy (unversioned) capsule, such
+    the NDArray is *exposed* and keeps that memory for good.  A tensor imported through a
+    legacy (unversioned) capsule, such
     as :func:`to_dlpack_for_read` returns, is read-only: DLPack 0.x cannot say
     whether writing is allowed, so NumPy refuses it; the NDArray can still be
     an operator's input.

@@ -577,11 +577,10 @@ def test_reduction_gradients_match_finite_differences(data, op):
     values = _values(data.draw, shape, away_from_zero=True)
     # Distinct values: the extreme of each reduced group is unique.
     values = values + np.arange(values.size).reshape(shape) * 1e-2
-    if op in ("norm", "norm1"):
-        function = (lambda a: a.norm(ord=1 if op == "norm1" else 2, axis=axes,
-                                     keepdims=keepdims))
-    else:
-        function = (lambda a: getattr(a, op)(axis=axes, keepdims=keepdims, exclude=exclude))
+    def function(a):
+        if op in ("norm", "norm1"):
+            return a.norm(ord=1 if op == "norm1" else 2, axis=axes, keepdims=keepdims)
+        return getattr(a, op)(axis=axes, keepdims=keepdims, exclude=exclude)
     _finite_difference_check(function, [values])
 
 

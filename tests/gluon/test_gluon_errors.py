@@ -236,7 +236,8 @@ def test_every_tuple_argument_of_every_class(ndim, argument):
             assert build(str(low))._kwargs[key] == (low,)
         else:
             with pytest.raises(TypeError, match=rf"{argument} must be an int or a list of "
-                                                rf"{ndim} ints, got '{re.escape(text)}' of type str"):
+                                                rf"{ndim} ints, got '{re.escape(text)}' "
+                                                r"of type str"):
                 build(text)
     else:
         assert build(text)._kwargs[key] == (low,) * ndim
@@ -319,73 +320,74 @@ def test_parameter_shape_accepts_an_int_as_mxnet():
 
 # Each case: a call on initialised_layer() that must fail and change nothing.
 METHOD_ERRORS = {
-    "set_data_shape": (lambda l: l.weight.set_data(np.zeros((4, 2, 3, 2))), MXNetError,
+    "set_data_shape": (lambda layer: layer.weight.set_data(np.zeros((4, 2, 3, 2))), MXNetError,
                        r"Parameter 'conv\d+_weight' has shape \(4, 2, 3, 3\), "
                        r"cannot set data of shape \(4, 2, 3, 2\)"),
-    "set_data_scalar": (lambda l: l.bias.set_data(np.float32(1)), MXNetError,
+    "set_data_scalar": (lambda layer: layer.bias.set_data(np.float32(1)), MXNetError,
                         r"Parameter 'conv\d+_bias' has shape \(4,\), "
                         r"cannot set data of shape \(\)"),
-    "set_data_string": (lambda l: l.bias.set_data("1234"), TypeError,
+    "set_data_string": (lambda layer: layer.bias.set_data("1234"), TypeError,
                         r"value must be an NDArray, a NumPy array or a nested list of numbers, "
                         r"got '1234' of type str"),
-    "set_data_none": (lambda l: l.bias.set_data(None), TypeError,
+    "set_data_none": (lambda layer: layer.bias.set_data(None), TypeError,
                       r"value must be an NDArray, .*, got None of type NoneType"),
-    "set_data_string_array": (lambda l: l.bias.set_data(np.array(["1", "2", "3", "4"])),
+    "set_data_string_array": (lambda layer: layer.bias.set_data(np.array(["1", "2", "3", "4"])),
                               TypeError, r"value must hold real numbers \(an integer or "
                               r"floating-point dtype\), got dtype <U1"),
-    "set_data_complex": (lambda l: l.bias.set_data(np.ones(4, np.complex64)), TypeError,
+    "set_data_complex": (lambda layer: layer.bias.set_data(np.ones(4, np.complex64)), TypeError,
                          r"value must hold real numbers .*, got dtype complex64"),
-    "set_data_object": (lambda l: l.bias.set_data([1, 2, 3, None]), TypeError,
+    "set_data_object": (lambda layer: layer.bias.set_data([1, 2, 3, None]), TypeError,
                         r"value must hold real numbers .*, got dtype object"),
-    "set_data_bool": (lambda l: l.bias.set_data(np.ones(4, bool)), TypeError,
+    "set_data_bool": (lambda layer: layer.bias.set_data(np.ones(4, bool)), TypeError,
                       r"value must hold real numbers .*, got dtype bool"),
-    "set_data_ragged": (lambda l: l.bias.set_data([1, 2, [3], 4]), MXNetError,
+    "set_data_ragged": (lambda layer: layer.bias.set_data([1, 2, [3], 4]), MXNetError,
                         r"value must be a nested list of numbers of one shape, "
                         r"got \[1, 2, \[3\], 4\]"),
-    "param_cast_int": (lambda l: l.weight.cast("int64"), TypeError,
+    "param_cast_int": (lambda layer: layer.weight.cast("int64"), TypeError,
                        r"dtype must be a dtype, one of \[.*\], got 'int64' of type str"),
-    "layer_cast_none": (lambda l: l.cast(None), TypeError,
+    "layer_cast_none": (lambda layer: layer.cast(None), TypeError,
                         r"dtype must be a dtype, one of \[.*\], got None of type NoneType"),
-    "layer_cast_unknown": (lambda l: l.cast("float24"), TypeError,
+    "layer_cast_unknown": (lambda layer: layer.cast("float24"), TypeError,
                            r"dtype must be a dtype, one of \[.*\], got 'float24' of type str"),
-    "layer_cast_complex": (lambda l: l.cast(np.complex64), TypeError,
+    "layer_cast_complex": (lambda layer: layer.cast(np.complex64), TypeError,
                            r"dtype must be a dtype, .*, "
                            r"got <class 'numpy.complex64'> of type type"),
-    "grad_req_value": (lambda l: setattr(l.weight, "grad_req", "always"), MXNetError,
+    "grad_req_value": (lambda layer: setattr(layer.weight, "grad_req", "always"), MXNetError,
                        r"grad_req must be one of \('write', 'add', 'null'\), got 'always'"),
-    "grad_req_type": (lambda l: setattr(l.bias, "grad_req", True), TypeError,
+    "grad_req_type": (lambda layer: setattr(layer.bias, "grad_req", True), TypeError,
                       r"grad_req must be one of \('write', 'add', 'null'\), got True of type bool"),
-    "setattr_grad_req": (lambda l: l.collect_params().setattr("grad_req", "accumulate"),
+    "setattr_grad_req": (lambda layer: layer.collect_params().setattr("grad_req", "accumulate"),
                          MXNetError, r"grad_req must be one of \('write', 'add', 'null'\), "
                                      r"got 'accumulate'"),
-    "setattr_other_attribute": (lambda l: l.collect_params().setattr("dtype", "float64"),
+    "setattr_other_attribute": (lambda layer: layer.collect_params().setattr("dtype", "float64"),
                                 MXNetError, r"name must be one of \('grad_req', 'lr_mult', "
                                             r"'wd_mult'\), got 'dtype'"),
-    "setattr_name_type": (lambda l: l.collect_params().setattr(None, "add"), TypeError,
+    "setattr_name_type": (lambda layer: layer.collect_params().setattr(None, "add"), TypeError,
                           r"name must be one of \('grad_req', 'lr_mult', 'wd_mult'\), got None "
                           r"of type NoneType"),
-    "initialize_init_type": (lambda l: l.initialize(init=1.0, force_reinit=True), TypeError,
+    "initialize_init_type": (lambda layer: layer.initialize(init=1.0, force_reinit=True), TypeError,
                              r"init must be an Initializer or one of \[.*\], "
                              r"got 1.0 of type float"),
-    "initialize_init_unknown": (lambda l: l.initialize(init="he", force_reinit=True), MXNetError,
+    "initialize_init_unknown": (lambda layer: layer.initialize(init="he", force_reinit=True),
+                                MXNetError,
                                 r"unknown initializer: init must be an Initializer or one of "
                                 r"\[.*\], got 'he'"),
-    "initialize_force_reinit": (lambda l: l.initialize(force_reinit="yes"), TypeError,
+    "initialize_force_reinit": (lambda layer: layer.initialize(force_reinit="yes"), TypeError,
                                 r"force_reinit must be a bool \(True, False, 0 or 1\), "
                                 r"got 'yes' of type str"),
     "param_initialize_default_init": (
-        lambda l: l.weight.initialize(default_init=[1], force_reinit=True), TypeError,
+        lambda layer: layer.weight.initialize(default_init=[1], force_reinit=True), TypeError,
         r"default_init must be an Initializer or one of \[.*\], got \[1\] of type list"),
-    "collect_params_regex": (lambda l: l.collect_params("conv(0"), MXNetError,
+    "collect_params_regex": (lambda layer: layer.collect_params("conv(0"), MXNetError,
                              r"select must be a regular expression, got 'conv\(0': .*"),
-    "collect_params_type": (lambda l: l.collect_params(3), TypeError,
+    "collect_params_type": (lambda layer: layer.collect_params(3), TypeError,
                             r"select must be a regular expression \(str\) or None, "
                             r"got 3 of type int"),
-    "hybridize_active": (lambda l: l.hybridize("no"), TypeError,
+    "hybridize_active": (lambda layer: layer.hybridize("no"), TypeError,
                          r"active must be a bool \(True, False, 0 or 1\), got 'no' of type str"),
-    "save_filename_type": (lambda l: l.save_parameters(3), TypeError,
+    "save_filename_type": (lambda layer: layer.save_parameters(3), TypeError,
                            r"filename must be a path \(str or os.PathLike\), got 3 of type int"),
-    "save_missing_folder": (lambda l: l.save_parameters("/nonexistent-mxdeconv/x.npz"),
+    "save_missing_folder": (lambda layer: layer.save_parameters("/nonexistent-mxdeconv/x.npz"),
                             MXNetError, r"cannot write filename='/nonexistent-mxdeconv/x.npz': "
                                         r".*No such file or directory.*"),
 }

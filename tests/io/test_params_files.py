@@ -172,7 +172,8 @@ def test_single_ndarray_empty_list_and_empty_dict(tmp_path):
 
 def test_zero_d_arrays_use_the_v3_form(tmp_path):
     arrays, _ = expected_arrays("np_shape.params")
-    nd.save(str(tmp_path / "auto"), [nd.array(a, dtype=a.dtype) for a in arrays])  # np_shape=None: V3
+    # np_shape=None: V3
+    nd.save(str(tmp_path / "auto"), [nd.array(a, dtype=a.dtype) for a in arrays])
     assert (tmp_path / "auto").read_bytes() == mxnet_bytes("np_shape.params")
     nd.save(str(tmp_path / "v3"), [nd.ones((2,))], np_shape=True)
     assert struct.unpack_from("<I", (tmp_path / "v3").read_bytes(), 24)[0] == 0xF993FACA

@@ -4,6 +4,7 @@ import pytest
 
 import mxdeconv
 from mxdeconv import autograd, nd
+from mxdeconv.semantics import attributes
 
 from reference import reference_forward
 
@@ -41,7 +42,7 @@ def test_result_keeps_the_primitive_layout_until_read(rng):
     data, weight = _inputs(rng)
     out = nd.Deconvolution(data, weight, **PARAMS)
     chosen = mxdeconv.onednn.planner.forward_plan(
-        mxdeconv.semantics.attributes.infer_geometry(mxdeconv.semantics.attributes.parse_params(PARAMS), data.shape),
+        attributes.infer_geometry(attributes.parse_params(PARAMS), data.shape),
         "float32", False, False).dst
     assert out.layout == ("default" if chosen.is_plain else chosen.name)
     assert mxdeconv.reorder_counts().get("to_default", 0) == 0
@@ -60,8 +61,8 @@ def test_blocked_output_fed_onward_is_not_reordered(rng):
     second = nd.Deconvolution(first, second_weight, kernel=(1, 1), num_filter=8)
     counts = mxdeconv.reorder_counts()
     plan = mxdeconv.onednn.planner.forward_plan(
-        mxdeconv.semantics.attributes.infer_geometry(
-            mxdeconv.semantics.attributes.parse_params(dict(kernel=(1, 1), num_filter=8)), first.shape),
+        attributes.infer_geometry(
+            attributes.parse_params(dict(kernel=(1, 1), num_filter=8)), first.shape),
         "float32", False, False)
     if plan.src.name == first.layout:
         assert counts.get("data", 0) == 0, counts
@@ -150,7 +151,7 @@ def test_out_given_blocked_accumulates_in_place(rng):
 def test_backward_reorders_out_grad_once(rng):
     data, weight = _inputs(rng)
     out_grad = rng.standard_normal((2, 32, 12, 12)).astype(np.float32)
-    geom = mxdeconv.semantics.attributes.infer_geometry(mxdeconv.semantics.attributes.parse_params(PARAMS), data.shape)
+    geom = attributes.infer_geometry(attributes.parse_params(PARAMS), data.shape)
     plan = mxdeconv.onednn.planner.backward_plans(geom, "float32")
     nd.Deconvolution_backward(out_grad, data, weight, **PARAMS)
     # out_grad arrives plain: it is reordered once into each blocked layout the

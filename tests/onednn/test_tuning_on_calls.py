@@ -238,7 +238,6 @@ def test_a_new_process_takes_the_kept_first_choice_without_a_check(tmp_path):
 @pytest.fixture
 def full_paths(monkeypatch):
     """Counts the forward calls that took the full (validating, planning) path."""
-    from mxdeconv.ops import _exec
     from mxdeconv.ops import deconvolution
     counts = {"forward": 0}
     real = deconvolution.full_forward

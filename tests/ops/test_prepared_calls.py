@@ -14,7 +14,6 @@ import pytest
 import mxdeconv
 from mxdeconv import MXNetError, autograd, nd
 from mxdeconv.ops import deconvolution
-from mxdeconv.ops.onednn_impl import _exec
 from helpers import expected_k3s2p1, layer_arrays
 from reference import reference_backward, reference_forward
 

@@ -19,11 +19,12 @@ DOCS = ROOT / "docs"
 MODULES = ["mxdeconv", "mxdeconv.nd", "mxdeconv.ndarray.ndarray", "mxdeconv.autograd",
            "mxdeconv.ndarray.elementwise", "mxdeconv.gluon", "mxdeconv.gluon.parameter",
            "mxdeconv.ops.registry",
-           "mxdeconv.semantics.attributes", "mxdeconv.ops.deconvolution", "mxdeconv.io.ndarray_file",
-           "mxdeconv.semantics.activations", "mxdeconv.ops.activation",
+           "mxdeconv.semantics.attributes", "mxdeconv.ops.deconvolution",
+           "mxdeconv.io.ndarray_file", "mxdeconv.semantics.activations", "mxdeconv.ops.activation",
            # NDArray basics
-           "mxdeconv.ndarray.methods", "mxdeconv.ndarray.numpy_protocols", "mxdeconv.ndarray.gradients",
-           "mxdeconv.ndarray.indexing", "mxdeconv.ndarray.functions", "mxdeconv.ndarray.random", "mxdeconv.semantics.shapes",
+           "mxdeconv.ndarray.methods", "mxdeconv.ndarray.numpy_protocols",
+           "mxdeconv.ndarray.gradients", "mxdeconv.ndarray.indexing", "mxdeconv.ndarray.functions",
+           "mxdeconv.ndarray.random", "mxdeconv.semantics.shapes",
            # the nd function forms
            "mxdeconv.ndarray.results", "mxdeconv.ndarray.unary", "mxdeconv.ndarray.reductions",
            "mxdeconv.ndarray.shaping", "mxdeconv.ndarray.linalg", "mxdeconv.ndarray.softmax",

@@ -1,4 +1,5 @@
-"""Parameter validation and shape inference (mxdeconv.semantics.attributes), MXNet 1.9.1 semantics."""
+"""Parameter validation and shape inference (mxdeconv.semantics.attributes), MXNet 1.9.1
+semantics."""
 import re
 
 import pytest

@@ -145,7 +145,7 @@ def test_matches_pytorch_conv_transpose(cfg, seed):
     pad_l, pad_r = cfg.pads
     as_t = lambda a: None if a is None else torch.from_numpy(a)  # noqa: E731
     expected = conv(as_t(data), as_t(weight), as_t(bias), stride=cfg.stride, padding=pad_l,
-                    output_padding=tuple(l - r for l, r in zip(pad_l, pad_r)),
+                    output_padding=tuple(left - right for left, right in zip(pad_l, pad_r)),
                     groups=cfg.num_group, dilation=cfg.dilate).numpy()
     got = cfg.ref_forward(data, weight, bias)
     assert got.shape == expected.shape == cfg.out_shape

@@ -8,9 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, FrozenSet, List, Optional, Tuple
 
-if TYPE_CHECKING:  # annotations only (a Choice's tuner is a tuner._Tuner, which
-    # imports this module: named in a string, not imported)
+if TYPE_CHECKING:  # annotations only: tuner imports this module (a Choice's tuner is a
+    # tuner._Tuner), and import-linter leaves TYPE_CHECKING imports out of its contracts
     from .keys import PlanKey
+    from .tuner import _Tuner
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ class Choice:
     seconds: float = 0.0               # time spent choosing
     reason: str = ""                   # why nothing was chosen
     transient: bool = False            # nothing chosen for now (memory), not for good
-    tuner: Optional["_Tuner"] = field(default=None, repr=False)  # tuning on later calls
+    tuner: Optional[_Tuner] = field(default=None, repr=False)  # tuning on later calls
     #: The candidate's variant and its layouts' text (Candidate.variant and
     #: .layouts): _rebuild enumerates that variant only.  None: unknown.
     found_at: Optional[Tuple[Tuple[Any, ...], str]] = None
