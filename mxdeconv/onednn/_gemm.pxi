@@ -269,7 +269,6 @@ cdef GemmBackwardWeightsPlan build_gemm_backward_weights(Geometry g, geom, Candi
     return plan
 
 
-
 # ----------------------------------------------------------------------------
 # The forward of a layer whose taps do not overlap, as one GEMM per image
 # ----------------------------------------------------------------------------
@@ -310,7 +309,7 @@ cdef inline void scatter_taps_row(const float *col, float *dst, const TapGather 
         return
     source = col + ((oc * t.kernel[0] + q0 % t.stride[0]) * t.kernel[1] + q1 % t.stride[1]) \
         * t.kernel[2] * t.in_pixels + (q0 // t.stride[0] * t.in_size[1]
-                                        + q1 // t.stride[1]) * t.in_size[2]
+                                       + q1 // t.stride[1]) * t.in_size[2]
     for k2 in range(t.kernel[2]):
         offset = k2 - t.pad[2]
         reaching_pixels(offset, s2, t.in_size[2], n2, &lo, &hi)
@@ -351,8 +350,8 @@ cdef class GemmForwardPlan(ForwardPlan):
                 if status == dnnl_success:
                     for unit in prange(image_rows, num_threads=threads, schedule="static"):
                         scatter_taps_row(col, out, t, unit,
-                                    0 if biases == NULL else
-                                    biases[unit // (t.out_size[0] * t.out_size[1])])
+                                         0 if biases == NULL else
+                                         biases[unit // (t.out_size[0] * t.out_size[1])])
             check(status, f"GEMM of the forward ({self.impl})")
         return 0
 

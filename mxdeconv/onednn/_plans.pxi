@@ -72,10 +72,13 @@ cdef class ForwardPlan:
                  bint activate=True) except -1:
         cdef void *handles[4]
         cdef int n = 0
-        handles[n] = src; n += 1
-        handles[n] = weights; n += 1
+        handles[n] = src
+        n += 1
+        handles[n] = weights
+        n += 1
         if self.bias_fused and self.bias is not None:
-            handles[n] = bias; n += 1
+            handles[n] = bias
+            n += 1
         handles[n] = dst
         self.prim.run(handles)
         cdef int threads = loop_team(self.threads)
@@ -409,7 +412,6 @@ cdef class BackwardWeightsPlan:
             with nogil:
                 sum_bias(<const float *>diff_dst, <float *>diff_bias, &self.bias_blocks, threads)
         return 0
-
 
     def run_plain(self, src, diff_dst):
         """Returns ``(diff_weights, diff_bias or None)`` in the default layout."""

@@ -142,7 +142,7 @@ def _omp_num_threads_word(int count):
     value = os.environ.get("OMP_NUM_THREADS")
     first = (value or "").split(",")[0].strip()
     taken = first.isdigit() and 0 < int(first) and (int(first) == count
-                                                     or count > MAX_THREADS)
+                                                    or count > MAX_THREADS)
     return value if taken else None
 
 

@@ -15,7 +15,6 @@ and planned once by ``deconvolution.py`` and kept here as a prepared call in
 this thread's cache; a call with a known signature checks only what can
 change between calls (which arrays alias, their layouts) and runs its plan.
 """
-import numpy as np
 cimport numpy as cnp
 from cpython.dict cimport PyDict_Next
 from cpython.object cimport PyObject
@@ -590,4 +589,3 @@ cdef object prepared_backward(out_grad, data, weight, bias, req, grads, train, d
             if j != i and targets[j] is not None and overlaps(target, targets[j]):
                 return miss(None)
     return (<PreparedBackward>prepared).execute(out_grad, data, weight, targets)
-
