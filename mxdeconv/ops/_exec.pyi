@@ -1,6 +1,6 @@
 """Type stubs for the compiled hot path (``mxdeconv/_exec.pyx``): NDArrays in
 and out of oneDNN plans, and prepared calls."""
-from typing import Any, Dict, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 from mxdeconv.onednn._ops import BackwardDataPlan, BackwardWeightsPlan, ForwardPlan
 from mxdeconv.ndarray.ndarray import NDArray
@@ -31,8 +31,9 @@ class PreparedForward:
 
     serving: Serving
 
-    def __init__(self, plan: ForwardPlan, training: bool, accumulate: bool,
-                 req: str) -> None: ...
+    def __init__(self, plan: ForwardPlan, training: bool, accumulate: bool, req: str,
+                 act_type: Optional[str] = ...,
+                 record: Optional[Callable[..., Any]] = ...) -> None: ...
     def run(self, data: NDArray, weight: NDArray, bias: Optional[NDArray],
             out: Optional[NDArray], params: Dict[str, Any]) -> NDArray: ...
 
@@ -43,7 +44,7 @@ class PreparedBackward:
     serving: Serving
 
     def __init__(self, data_plan: BackwardDataPlan, weights_plan: BackwardWeightsPlan,
-                 reqs: Tuple[str, str, str]) -> None: ...
+                 reqs: Tuple[str, ...]) -> None: ...
     def run(self, out_grad: NDArray, data: NDArray, weight: NDArray,
             grads: Tuple[Any, ...]) -> _Grads: ...
 
@@ -53,8 +54,8 @@ def deconv_forward(plan: ForwardPlan, data: NDArray, weight: NDArray,
                    training: bool) -> NDArray: ...
 def deconv_backward(data_plan: BackwardDataPlan, weights_plan: BackwardWeightsPlan,
                     out_grad: NDArray, data: NDArray, weight: NDArray,
-                    grads: Tuple[Any, ...], accumulate: Tuple[bool, bool, bool],
-                    needed: Tuple[bool, bool, bool]) -> _Grads: ...
+                    grads: Tuple[Any, ...], accumulate: Tuple[bool, ...],
+                    needed: Tuple[bool, ...]) -> _Grads: ...
 def forward(data: Any, weight: Any, bias: Any, out: Any, req: Any, train: Any,
             params: Dict[str, Any], act_type: Optional[str] = ...) -> Union[NDArray, Miss]: ...
 def Deconvolution(data: Any, weight: Any, bias: Any = ..., out: Optional[NDArray] = ...,
