@@ -43,7 +43,7 @@ __all__ = ["Context", "Float16OverflowWarning", "KernelDefectWarning", "MXNetErr
            "set_training", "set_tuning", "train_mode", "tuning_enabled", "use_impl"]
 
 
-def _extension():
+def _extension() -> Any:
     if _ops is None:
         raise MXNetError(EXTENSION_ERROR)
     return _ops

@@ -12,13 +12,13 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 #: The check's layer: 8 -> 6 channels, groups, stride, pad, adj, a bias.
-CHECK_PARAMS = dict(kernel=(3, 3), stride=(2, 2), pad=(1, 1), adj=(1, 1), num_filter=6,
-                    num_group=2, no_bias=False)
+CHECK_PARAMS: Dict[str, Any] = dict(kernel=(3, 3), stride=(2, 2), pad=(1, 1), adj=(1, 1),
+                                    num_filter=6, num_group=2, no_bias=False)
 CHECK_SHAPES = ((2, 8, 5, 5), (8, 3, 3, 3), (6,))
 #: float32 with different summation orders: far below this relative to the
 #: largest magnitude of each result.
@@ -64,7 +64,11 @@ def _run(impl: str, arrays: Sequence[np.ndarray]) -> Tuple[np.ndarray, ...]:
     with mxdeconv.use_impl(impl):
         out = nd.Deconvolution(data, weight, bias, **CHECK_PARAMS)
         grads = nd.Deconvolution_backward(out_grad, data, weight, bias, **CHECK_PARAMS)
-    return (out.asnumpy(),) + tuple(g.asnumpy() for g in grads)
+    values = []
+    for result in (out,) + tuple(grads):
+        assert result is not None  # no out= and req "write": every result is new
+        values.append(result.asnumpy())
+    return tuple(values)
 
 
 def self_check() -> Tuple[bool, str]:
@@ -90,14 +94,14 @@ def self_check() -> Tuple[bool, str]:
     for name, got, want in zip(names, result, reference):
         scale = float(np.abs(want).max()) or 1.0
         worst.append((float(np.abs(got - want).max()) / scale, name))
-    error, name = max(worst)
+    largest, name = max(worst)
     seconds = time.perf_counter() - started
     summary = (f"self-check       Deconvolution 2x8x5x5 -> 2x6x10x10, k3 s2 p1 adj1, "
                f"2 groups, bias\n"
                f"                 forward and backward, oneDNN vs NumPy: largest "
-               f"difference\n                 {error:.1e} of the magnitude ({name}), "
+               f"difference\n                 {largest:.1e} of the magnitude ({name}), "
                f"{seconds:.2f} s: ")
-    if not error <= CHECK_RTOL:
+    if not largest <= CHECK_RTOL:
         return False, f"{summary}FAILED (more than {CHECK_RTOL:g})"
     return True, f"{summary}ok"
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, Optional, Sequence, Tuple
+from typing import Any, Optional, Sequence, Tuple, overload
 
 import numpy as np
 
@@ -90,6 +90,12 @@ def finite_real_arg(name: str, value: Any, minimum: Optional[float] = None) -> f
         bound = "" if minimum is None else f" >= {minimum:g}"
         raise MXNetError(f"{name} must be a finite real number{bound}, got {name}={value!r}")
     return value
+
+
+@overload
+def option_arg(name: str, value: Any, choices: Sequence[str]) -> str: ...
+@overload
+def option_arg(name: str, value: Any, choices: Sequence[Optional[str]]) -> Optional[str]: ...
 
 
 def option_arg(name: str, value: Any, choices: Sequence[Optional[str]]) -> Optional[str]:

@@ -32,6 +32,8 @@ class Context:
     """
 
     __slots__ = ("device_type", "device_id")
+    device_type: str
+    device_id: int
 
     def __init__(self, device_type: Any = "cpu", device_id: int = 0) -> None:
         if isinstance(device_type, Context):

@@ -72,14 +72,14 @@ def mark_variables(variables: Union[Any, Sequence[Any]], gradients: Union[Any, S
             raise MXNetError(f"grad_req must be one of {GRAD_REQS}, got {req!r}")
         if not isinstance(var, NDArrayBase) or not isinstance(grad, NDArrayBase):
             raise TypeError("mark_variables takes NDArrays")
-        if grad.shape != var.shape or grad.dtype != var.dtype:
-            raise MXNetError(f"gradient of shape {grad.shape} and dtype {grad.dtype} for a "
-                             f"variable of shape {var.shape} and dtype {var.dtype}")
+        if grad._shape != var._shape or grad._dtype != var._dtype:
+            raise MXNetError(f"gradient of shape {grad._shape} and dtype {grad._dtype} for a "
+                             f"variable of shape {var._shape} and dtype {var._dtype}")
         buffer, layout = grad._state
         if layout is None and not (buffer.flags.writeable and buffer.flags.c_contiguous):
             raise MXNetError("mark_variables: gradients must be writeable and C-contiguous "
                              f"(backward writes them), got a read-only or strided array of "
-                             f"shape {grad.shape}")
+                             f"shape {grad._shape}")
     for var, grad, req in zip(variables, gradients, reqs):
         tape.set_variable(var, grad, req)
 

@@ -93,8 +93,8 @@ def set_recording(recording: bool) -> bool:
 
 @contextlib.contextmanager
 def _scope(recording: Optional[bool], training: Optional[bool]) -> Iterator[None]:
-    old_recording = set_recording(recording) if recording is not None else None
-    old_training = set_training(training) if training is not None else None
+    old_recording = set_recording(recording) if recording is not None else is_recording()
+    old_training = set_training(training) if training is not None else is_training()
     try:
         yield
     finally:
@@ -203,16 +203,17 @@ class _Node:
     __slots__ = ("op", "inputs", "parents", "versions", "attrs", "output", "freed")
 
     def __init__(self, op: str, inputs: Tuple[Any, ...], parents: Tuple[Any, ...],
-                 versions: Tuple[int, ...], attrs: Any, output: Any) -> None:
+                 versions: Tuple[Optional[int], ...], attrs: Any, output: Any) -> None:
         self.op = op
-        self.inputs = inputs
+        # inputs, parents and attrs: None once freed (free()).
+        self.inputs: Any = inputs
         # The producers at record time: an array later overwritten by out=
         # (and so given a new node) still backpropagates into its old producer.
-        self.parents = parents
+        self.parents: Any = parents
         # The inputs' versions at record time: a write through mxdeconv since
         # (out=, a gradient target) would make backward read other values.
         self.versions = versions
-        self.attrs = attrs
+        self.attrs: Any = attrs
         self.output = weakref.ref(output)
         self.freed = False
 
@@ -412,7 +413,8 @@ def backward(heads: Sequence[Any], head_grads: Sequence[Any], retain_graph: bool
             out_grad = grads.pop(id(node), None)
             if out_grad is None:
                 continue
-            reqs, targets = [], []
+            reqs: List[str] = []
+            targets: List[Any] = []
             for arr, parent in zip(node.inputs, node.parents):
                 if arr is None:
                     reqs.append("null")

@@ -35,7 +35,7 @@ import io
 import re
 import threading
 from collections import OrderedDict
-from typing import Any, Dict, Iterator, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterator, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -104,6 +104,9 @@ class Block:
     """
 
     prefix: str
+    if TYPE_CHECKING:  # set with object.__setattr__ in __init__ (__setattr__ reads them)
+        _children: OrderedDict[str, Block]
+        _reg_params: OrderedDict[str, Parameter]
 
     def __init__(self, prefix: Optional[str] = None, params: Any = None) -> None:
         if params is not None:
@@ -285,7 +288,8 @@ class Block:
         values = [param.data()._plain() for param in params.values()]
         if path.lower().endswith(".npz"):
             archive = io.BytesIO()
-            np.savez(archive, **dict(zip(params, values)))
+            # The keys are parameter names (NumPy's stub fears one named allow_pickle).
+            np.savez(archive, **dict(zip(params, values)))  # type: ignore[arg-type]
             ndarray_file.write_atomically(path, [archive.getbuffer()], "filename")
         else:
             ndarray_file.write_arrays(path, values, list(params), argument="filename")
@@ -447,7 +451,9 @@ class Sequential(Block):
             block = children[index]
             if (not args and index + 1 < len(children) and isinstance(x, NDArray)
                     and foldable(block, children[index + 1])):
-                x = folded_forward(block, children[index + 1], x, self._folded)
+                # foldable() checked the pair's types (a _ConvTranspose, a BatchNorm).
+                x = folded_forward(block, children[index + 1], x,  # type: ignore[arg-type]
+                                   self._folded)
                 index += 2
             else:
                 x = block(x, *args)

@@ -44,7 +44,7 @@ True
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -63,7 +63,7 @@ fold_batchnorm = os.environ.get("MXDECONV_FOLD_BATCHNORM", "1").strip() != "0"
 
 
 
-def _arrays(conv: _ConvTranspose, bn: BatchNorm) -> Optional[Tuple[NDArray, ...]]:
+def _arrays(conv: _ConvTranspose, bn: BatchNorm) -> Optional[Tuple[Optional[NDArray], ...]]:
     """The pair's six arrays (the bias may be None), or None while any is not
     initialised yet (deferred shapes: the unfolded path completes them)."""
     params = [conv.weight, bn.gamma, bn.beta, bn.running_mean, bn.running_var]
@@ -94,8 +94,11 @@ def _versions(arrays: Tuple[Optional[NDArray], ...]) -> Optional[Tuple[Any, ...]
 
 def _fold(conv: _ConvTranspose, bn: BatchNorm,
           arrays: Tuple[Optional[NDArray], ...]) -> Tuple[NDArray, NDArray]:
-    weight, bias, gamma, beta, mean, var = (None if a is None else a.asnumpy().astype(np.float64)
-                                            for a in arrays)
+    # Every array but the bias is there (_arrays).
+    first = arrays[0]
+    assert first is not None
+    values: List[Any] = [None if a is None else a.asnumpy().astype(np.float64) for a in arrays]
+    weight, bias, gamma, beta, mean, var = values
     kwargs = bn._kwargs
     scale = (np.ones_like(var) if kwargs["fix_gamma"] else gamma) / np.sqrt(var + kwargs["eps"])
     groups = conv._kwargs["num_group"]
@@ -107,7 +110,7 @@ def _fold(conv: _ConvTranspose, bn: BatchNorm,
     folded_weight = (grouped * factors).reshape(weight.shape)
     shift = np.zeros_like(scale) if bias is None else bias
     folded_bias = (shift - mean) * scale + beta
-    dtype = arrays[0].dtype
+    dtype = first.dtype
     return array(folded_weight, dtype=dtype), array(folded_bias, dtype=dtype)
 
 
@@ -116,6 +119,7 @@ def folded_forward(conv: _ConvTranspose, bn: BatchNorm, x: Any,
     """``bn(conv(x))`` as one Deconvolution (see the module docstring); ``cache``
     keeps each pair's folded arrays with the key of the arrays they came from."""
     arrays = _arrays(conv, bn)
+    assert arrays is not None  # foldable() saw them initialised
     versions = _versions(arrays)
     kept = cache.get(id(conv))
     # The arrays themselves are kept (not their ids, which a new array may reuse).
@@ -126,5 +130,6 @@ def folded_forward(conv: _ConvTranspose, bn: BatchNorm, x: Any,
     weight, bias = kept[2], kept[3]
     if not isinstance(x, NDArray):
         x = array(x)
-    kwargs = dict(conv._kwargs, no_bias=False)
-    return _nd.Deconvolution(x, weight, bias, **kwargs)
+    out = _nd.Deconvolution(x, weight, bias, **dict(conv._kwargs, no_bias=False))
+    assert out is not None  # no out= and req "write": a new array
+    return out

@@ -3,7 +3,7 @@
 constructor arguments."""
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 
 from mxdeconv.ops import deconvolution
@@ -47,7 +47,7 @@ class _ConvTranspose(Block):
             raise _type_error("prefix", "a string or None", prefix)
         self._channels = _int_attr("channels", channels, minimum=1)
         in_channels = _int_arg("in_channels", in_channels)  # 0: from the first batch
-        self._kwargs = {
+        self._kwargs: Dict[str, Any] = {
             "kernel": _tuple_attr("kernel_size", kernel_size, ndim, minimum=1,
                                   literal_length=True),
             "stride": _tuple_attr("strides", strides, ndim, minimum=1),
@@ -122,6 +122,7 @@ class _ConvTranspose(Block):
                                                         **self._kwargs)
         if pending is not None:
             self.weight._install(pending)
+        assert out is not None  # no out= and req "write": a new array
         return out
 
     def _data_channels(self, x: NDArray) -> int:

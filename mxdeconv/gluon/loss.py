@@ -133,11 +133,13 @@ class Loss(HybridBlock):
     def __call__(self, pred: Any, *args: Any, **kwargs: Any) -> NDArray:
         return self.forward(pred, *args, **kwargs)
 
-    def forward(self, pred: Any, *args: Any, **kwargs: Any) -> NDArray:
+    # MXNet's Loss names its first input ``pred`` (HybridBlock's is ``x``).
+    def forward(self, pred: Any, *args: Any, **kwargs: Any) -> NDArray:  # type: ignore[override]
         """``hybrid_forward(nd, pred, *args)``."""
         return self.hybrid_forward(_nd, pred, *args, **kwargs)
 
-    def hybrid_forward(self, F: Any, pred: Any, *args: Any, **kwargs: Any) -> NDArray:
+    def hybrid_forward(self, F: Any, pred: Any, *args: Any,  # type: ignore[override]
+                       **kwargs: Any) -> NDArray:
         raise NotImplementedError(f"{type(self).__name__} defines no hybrid_forward")
 
     def _batch_mean(self, loss: NDArray) -> NDArray:
@@ -173,6 +175,7 @@ class L2Loss(Loss):
                        sample_weight: Any = None) -> NDArray:
         pred, label = self._inputs(pred, label)
         loss = np.square(label - pred)
+        assert self._weight is not None  # __init__ refused None
         loss = _apply_weighting(loss, self._weight / 2, self._optional("sample_weight",
                                                                        sample_weight))
         return self._batch_mean(loss)

@@ -143,6 +143,7 @@ class Optimizer:
         """The current learning rate: the scheduler's at ``num_update``, or ``lr``."""
         if self.lr_scheduler is not None:
             return self.lr_scheduler(self.num_update)
+        assert self.lr is not None  # without a scheduler, __init__ set one
         return self.lr
 
     def set_learning_rate(self, lr: float) -> None:
@@ -231,10 +232,12 @@ class Optimizer:
     def _prepare(self, items: Sequence[Item]) -> List[Callable[[], None]]:
         """Work out the updates of ``items`` and return the functions that write
         them.  A subclass defining only :meth:`update` updates when they run."""
-        return [lambda item=item: self.update_multi_precision(*item) for item in items]
+        def writer(item: Item) -> Callable[[], None]:
+            return lambda: self.update_multi_precision(*item)
+        return [writer(item) for item in items]
 
 
-register = Optimizer.register
+register: Callable[[type], type] = Optimizer.register
 
 
 def create(name: str, **kwargs: Any) -> Optimizer:

@@ -138,7 +138,8 @@ class SGD(_Builtin):
         size = self.aggregate_num
         return [same[i:i + size] for same in by_dtype.values() for i in range(0, len(same), size)]
 
-    def _rule(self, index, w, g, states, lr, wd, kind):
+    def _rule(self, index: Any, w: np.ndarray, g: np.ndarray, states: List[np.ndarray],
+              lr: Any, wd: Any, kind: type) -> np.ndarray:
         g = self._clip(kind(np.float32(self.rescale_grad)) * g, kind)
         if self.momentum > 0:
             mom = states[0]
@@ -169,7 +170,8 @@ class NAG(_Builtin):
     def _state_count(self) -> int:
         return 1 if self.momentum != 0.0 else 0
 
-    def _rule(self, index, w, g, states, lr, wd, kind):
+    def _rule(self, index: Any, w: np.ndarray, g: np.ndarray, states: List[np.ndarray],
+              lr: Any, wd: Any, kind: type) -> np.ndarray:
         g = self._clip(kind(np.float32(self.rescale_grad)) * g, kind)
         if not states:  # MXNet's sgd_update
             return (kind(1) - lr * wd) * w - lr * g
@@ -223,7 +225,8 @@ class Adam(_Builtin):
             lrs[i] *= math.sqrt(1. - self.beta2 ** t) / (1. - self.beta1 ** t)
         return lrs, wds
 
-    def _rule(self, index, w, g, states, lr, wd, kind):
+    def _rule(self, index: Any, w: np.ndarray, g: np.ndarray, states: List[np.ndarray],
+              lr: Any, wd: Any, kind: type) -> np.ndarray:
         g = self._clip(g * kind(np.float32(self.rescale_grad)) + w * wd, kind)
         beta1, beta2 = kind(np.float32(self.beta1)), kind(np.float32(self.beta2))
         mean, var = states
@@ -261,7 +264,8 @@ class RMSProp(_Builtin):
     def _state_count(self) -> int:
         return 3 if self.centered else 1
 
-    def _rule(self, index, w, g, states, lr, wd, kind):
+    def _rule(self, index: Any, w: np.ndarray, g: np.ndarray, states: List[np.ndarray],
+              lr: Any, wd: Any, kind: type) -> np.ndarray:
         g = self._clip(kind(np.float32(self.rescale_grad)) * g + wd * w, kind)
         gamma1, eps = kind(np.float32(self.gamma1)), kind(np.float32(self.epsilon))
         n = states[0]

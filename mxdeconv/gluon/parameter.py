@@ -217,6 +217,7 @@ class Parameter:
                     "before accessing Parameters.")
             raise MXNetError(f"Parameter '{self.name}' has not been initialized. You should "
                              "initialize parameters with Block.initialize()")
+        assert self._ctx_list is not None  # set with the data
         if wanted is not None and wanted not in self._ctx_list:
             raise MXNetError(f"Parameter '{self.name}' was not initialized on context "
                              f"{wanted}. It was only initialized on {self._ctx_list}.")
@@ -253,6 +254,7 @@ class Parameter:
         """
         if self._data is None and self._deferred is None:
             raise MXNetError(f"Parameter '{self.name}' has not been initialized")
+        assert self._ctx_list is not None  # set with the data or the deferred init
         return list(self._ctx_list)
 
     def reset_ctx(self, ctx: Any) -> None:

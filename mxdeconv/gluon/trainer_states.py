@@ -40,8 +40,9 @@ MAX_META_BYTES = 1 << 24
 
 # A scheduler's attributes and the types each may hold, from one made with
 # placeholder arguments (the attributes are the same for every instance).
-_SCHEDULER_ARGS = {"FactorScheduler": {"step": 1}, "MultiFactorScheduler": {"step": [1]},
-                   "PolyScheduler": {"max_update": 1}, "CosineScheduler": {"max_update": 1}}
+_SCHEDULER_ARGS: Dict[str, Dict[str, Any]] = {
+    "FactorScheduler": {"step": 1}, "MultiFactorScheduler": {"step": [1]},
+    "PolyScheduler": {"max_update": 1}, "CosineScheduler": {"max_update": 1}}
 
 
 def _arrays(state: Any) -> Tuple[NDArray, ...]:
@@ -69,6 +70,7 @@ def _registered_name(optimizer: Optimizer) -> str:
 def save(path: str, optimizer: Optimizer, states: Dict[int, Any]) -> None:
     """Write ``optimizer`` and ``states`` to ``path`` (see the module), atomically."""
     name = _registered_name(optimizer)
+    assert isinstance(optimizer, _Builtin)  # _registered_name refused any other
     scheduler = optimizer.lr_scheduler
     if scheduler is not None and type(scheduler) is not SCHEDULERS.get(type(scheduler).__name__):
         raise MXNetError(f"save_states stores the built-in lr_schedulers "
@@ -98,7 +100,9 @@ def save(path: str, optimizer: Optimizer, states: Dict[int, Any]) -> None:
         raise MXNetError(f"save_states: the optimizer holds a value that cannot be saved: "
                          f"{err}") from err
     buffer = io.BytesIO()
-    np.savez(buffer, meta=np.frombuffer(text.encode("utf-8"), dtype=np.uint8), **arrays)
+    meta_bytes = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+    # The keys are "state_<i>_<k>" (NumPy's stub fears one named allow_pickle).
+    np.savez(buffer, meta=meta_bytes, **arrays)  # type: ignore[arg-type]
     replace_atomically(path, [buffer.getvalue()])
 
 
@@ -117,7 +121,7 @@ def _is_number(value: Any) -> bool:
 
 
 def _pairs(meta: dict, key: str) -> List[Tuple[Any, Any]]:
-    value = meta.get(key)
+    value: Any = meta.get(key)  # untrusted (JSON), checked below
     _expect(isinstance(value, list) and all(isinstance(p, list) and len(p) == 2 and
                                             isinstance(p[0], (int, str)) for p in value),
             f"'{key}' must be a list of [key, value] pairs")
@@ -149,9 +153,11 @@ def _scheduler(spec: Any) -> Any:
     return scheduler
 
 
-def _optimizer(meta: dict) -> Optimizer:
-    name, arguments = meta.get("optimizer"), meta.get("arguments")
-    cls = Optimizer.opt_registry.get(name) if isinstance(name, str) else None
+def _optimizer(meta: dict) -> _Builtin:
+    # Untrusted values (JSON), each checked by _expect before use.
+    name = meta.get("optimizer")
+    arguments: Any = meta.get("arguments")
+    cls: Any = Optimizer.opt_registry.get(name) if isinstance(name, str) else None
     _expect(cls is not None and issubclass(cls, _Builtin),
             f"optimizer must be a built-in optimizer's name, got {name!r:.80}")
     _expect(isinstance(arguments, dict), "'arguments' must be a dict")
@@ -183,7 +189,7 @@ def _optimizer(meta: dict) -> Optimizer:
     return optimizer
 
 
-def _states(meta: dict, archive: _NpzArchive, optimizer: Optimizer,
+def _states(meta: dict, archive: _NpzArchive, optimizer: _Builtin,
             params: Sequence[Parameter]) -> Dict[int, Any]:
     entries = _pairs(meta, "states")
     count = optimizer._state_count()

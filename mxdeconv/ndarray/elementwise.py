@@ -22,7 +22,7 @@ array([ 4., -5.], dtype=float32)
 from __future__ import annotations
 
 import operator
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, cast
 
 import numpy as np
 
@@ -201,7 +201,8 @@ def _arrays_function(prefix: str, op: str) -> Binary:
         if same_shape and left.shape != right.shape:
             raise MXNetError(f"{function}: lhs has shape {left.shape} and rhs {right.shape}; "
                              f"{function} takes one shape (broadcast_{op} broadcasts)")
-        return into(function, ufunc(left, right), out, (left, right))
+        return into(function, cast(NDArray, ufunc(left, right)), out,  # __array_ufunc__'s
+                    (left, right))
     binary.__name__ = binary.__qualname__ = function
     binary.__doc__ = _doc(function, what, "nd.array([1, 2]), nd.array([4, 8])" if same_shape
                           else "nd.array([[0], [4]]), nd.array([2, 4])", result,
@@ -291,7 +292,7 @@ def relu(data: Any, out: Optional[NDArray] = None, name: Optional[str] = None) -
 
 # -- backward ---------------------------------------------------------------------
 @tape.register_backward("relu")
-def _relu_backward(out_grad, inputs, constants, reqs, targets):
+def _relu_backward(out_grad: Any, inputs: Any, constants: Any, reqs: Any, targets: Any) -> Any:
     (arr,), (req,), (target,) = inputs, reqs, targets
     if req == "null":
         return (None,)

@@ -15,6 +15,9 @@ array([[1., 0., 0.],
 from __future__ import annotations
 
 import math
+# typing.cast below: NumPy's functions hand NDArrays to NDArray.__array_function__,
+# which returns an NDArray (NumPy's stubs say ndarray); `cast` is nd.cast here.
+import typing
 from typing import Any, Optional
 
 import numpy as np
@@ -49,7 +52,7 @@ def concat(*data: NDArray, dim: int = 1, num_args: Optional[int] = None) -> NDAr
     (3, 2)
     """
     _count("concat", data, num_args)
-    return np.concatenate(data, axis=dim)
+    return typing.cast(NDArray, np.concatenate(data, axis=dim))
 
 
 def stack(*data: NDArray, axis: int = 0, num_args: Optional[int] = None) -> NDArray:
@@ -61,7 +64,7 @@ def stack(*data: NDArray, axis: int = 0, num_args: Optional[int] = None) -> NDAr
            [1., 0.]], dtype=float32)
     """
     _count("stack", data, num_args)
-    return np.stack(data, axis=axis)
+    return typing.cast(NDArray, np.stack(data, axis=axis))
 
 
 def _ndarray(name: str, data: Any) -> NDArray:
@@ -77,7 +80,7 @@ def zeros_like(data: NDArray) -> NDArray:
     >>> nd.zeros_like(nd.ones((2,), dtype="int32")).asnumpy()
     array([0, 0], dtype=int32)
     """
-    return np.zeros_like(_ndarray("zeros_like", data))
+    return typing.cast(NDArray, np.zeros_like(_ndarray("zeros_like", data)))
 
 
 def ones_like(data: NDArray) -> NDArray:
@@ -87,7 +90,7 @@ def ones_like(data: NDArray) -> NDArray:
     >>> nd.ones_like(nd.zeros((2,), dtype="float16")).asnumpy()
     array([1., 1.], dtype=float16)
     """
-    return np.ones_like(_ndarray("ones_like", data))
+    return typing.cast(NDArray, np.ones_like(_ndarray("ones_like", data)))
 
 
 def cast(data: NDArray, dtype: Any, out: Optional[NDArray] = None,

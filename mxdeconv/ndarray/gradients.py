@@ -19,7 +19,7 @@ array([0., 2., 3.], dtype=float32)
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -64,10 +64,10 @@ def _each_input(local: Callable[[int, np.ndarray, Sequence[np.ndarray]], np.ndar
     """A backward that gives input ``i`` the gradient ``local(i, out_grad, values)``
     (``values``: each operand's values, recorded NDArray or constant), summed
     over the axes it was broadcast along."""
-    def backward(out_grad, inputs, constants, reqs, targets):
+    def backward(out_grad: Any, inputs: Any, constants: Any, reqs: Any, targets: Any) -> Any:
         grad = out_grad._plain()
         values = [constants[i] if arr is None else arr._plain() for i, arr in enumerate(inputs)]
-        results = []
+        results: List[Any] = []
         for i, (arr, req, target) in enumerate(zip(inputs, reqs, targets)):
             if arr is None or req == "null":
                 results.append(None)
@@ -151,7 +151,7 @@ def _expanded(grad: np.ndarray, axes: Any, keepdims: bool,
 
 def _reduction(local: Callable[[np.ndarray, np.ndarray, Any, Tuple[int, ...]], np.ndarray]
                ) -> Backward:
-    def backward(out_grad, inputs, attrs, reqs, targets):
+    def backward(out_grad: Any, inputs: Any, attrs: Any, reqs: Any, targets: Any) -> Any:
         (arr,), (req,), (target,) = inputs, reqs, targets
         if req == "null":
             return (None,)
@@ -168,13 +168,14 @@ def _count(axes: Any, shape: Tuple[int, ...]) -> int:
 
 
 def _extreme_grad(which: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
-    def local(grad, x, axes, shape):
+    def local(grad: np.ndarray, x: np.ndarray, axes: Any, shape: Tuple[int, ...]) -> np.ndarray:
         # Every element equal to the extreme gets the gradient (MXNet's ties).
         return grad * (x == which(x, axis=axes, keepdims=True))
     return local
 
 
-def _prod_grad(grad, x, axes, shape):
+def _prod_grad(grad: np.ndarray, x: np.ndarray, axes: Any, shape: Tuple[int, ...]
+               ) -> np.ndarray:
     """The product of the other elements, without dividing by a zero."""
     zero = x == 0
     nonzero = np.where(zero, 1, x)
@@ -192,7 +193,7 @@ tape.register_backward("prod")(_reduction(_prod_grad))
 
 
 @tape.register_backward("norm")
-def _norm_backward(out_grad, inputs, attrs, reqs, targets):
+def _norm_backward(out_grad: Any, inputs: Any, attrs: Any, reqs: Any, targets: Any) -> Any:
     (arr,), (req,), (target,) = inputs, reqs, targets
     if req == "null":
         return (None,)
@@ -210,7 +211,7 @@ def _norm_backward(out_grad, inputs, attrs, reqs, targets):
 
 # -- shapes, copies, joins ---------------------------------------------------------------
 def _single(local: Callable[[np.ndarray, Any, NDArray], np.ndarray]) -> Backward:
-    def backward(out_grad, inputs, attrs, reqs, targets):
+    def backward(out_grad: Any, inputs: Any, attrs: Any, reqs: Any, targets: Any) -> Any:
         (arr,), (req,), (target,) = inputs, reqs, targets
         if req == "null":
             return (None,)
@@ -253,7 +254,7 @@ tape.register_backward("tile")(_single(_tile_grad))
 
 @tape.register_backward("broadcast_to")
 @tape.register_backward("broadcast_like")
-def _broadcast_backward(out_grad, inputs, attrs, reqs, targets):
+def _broadcast_backward(out_grad: Any, inputs: Any, attrs: Any, reqs: Any, targets: Any) -> Any:
     """The first input's gradient summed back to its shape; broadcast_like's
     ``rhs`` (only its shape was read) gets zeros, as in MXNet."""
     grad = out_grad._plain()
@@ -263,7 +264,7 @@ def _broadcast_backward(out_grad, inputs, attrs, reqs, targets):
 
 
 @tape.register_backward("concat")
-def _concat_backward(out_grad, inputs, attrs, reqs, targets):
+def _concat_backward(out_grad: Any, inputs: Any, attrs: Any, reqs: Any, targets: Any) -> Any:
     dim, sizes = attrs
     parts = np.split(out_grad._plain(), np.cumsum(sizes)[:-1], axis=dim)
     return tuple(None if req == "null" else deliver(part, req, target, arr.dtype)
@@ -271,7 +272,7 @@ def _concat_backward(out_grad, inputs, attrs, reqs, targets):
 
 
 @tape.register_backward("stack")
-def _stack_backward(out_grad, inputs, axis, reqs, targets):
+def _stack_backward(out_grad: Any, inputs: Any, axis: Any, reqs: Any, targets: Any) -> Any:
     grad = out_grad._plain()
     return tuple(None if req == "null" else deliver(np.take(grad, i, axis=axis), req, target,
                                                     arr.dtype)
@@ -280,7 +281,7 @@ def _stack_backward(out_grad, inputs, axis, reqs, targets):
 
 # -- indexing: attrs = (NumPy key, input shape, NumPy's result shape) -------------------
 def _scatter(advanced: bool) -> Backward:
-    def local(grad, attrs, arr):
+    def local(grad: np.ndarray, attrs: Any, arr: Any) -> np.ndarray:
         key, shape, indexed_shape = attrs
         full = np.zeros(shape, dtype=grad.dtype)
         if advanced:  # repeated indices add up

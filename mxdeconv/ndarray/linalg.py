@@ -15,7 +15,7 @@ MXNet's CPU.
 from __future__ import annotations
 
 import math
-from typing import Any, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 import numpy as np
 
@@ -100,11 +100,11 @@ def _matrices(a: np.ndarray, b: np.ndarray, ta: bool, tb: bool) -> Tuple[np.ndar
 
 
 @tape.register_backward("dot")
-def _dot_backward(out_grad, inputs, attrs, reqs, targets):
+def _dot_backward(out_grad: Any, inputs: Any, attrs: Any, reqs: Any, targets: Any) -> Any:
     (left, right), (ta, tb) = inputs, attrs
     a, b = _matrices(left._plain(), right._plain(), ta, tb)
     g = out_grad._plain().reshape(a.shape[0], b.shape[1])
-    grads = []
+    grads: List[Optional[NDArray]] = []
     for i, (arr, req, target) in enumerate(zip(inputs, reqs, targets)):
         if req == "null":
             grads.append(None)

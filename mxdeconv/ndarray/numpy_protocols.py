@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import numbers
 import warnings
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -138,7 +138,7 @@ def _operands(name: str, inputs: Tuple[Any, ...]) -> Tuple[Tuple[Optional[NDArra
     sides = ("lhs", "rhs") if len(inputs) == 2 else tuple(
         "data" if len(inputs) == 1 else f"operand {i}" for i in range(len(inputs)))
     dtype = None
-    arrays = []
+    arrays: List[Optional[NDArray]] = []
     for side, value in zip(sides, inputs):
         if isinstance(value, NDArray):
             arrays.append(value)
@@ -230,11 +230,11 @@ def _compute(ufunc: np.ufunc, values: Tuple[np.ndarray, ...], dtype: np.dtype,
     buffer = aligned_empty(shape, dtype)
     with np.errstate(all="ignore"):  # MXNet is silent about inf, NaN and wrap-around
         if ufunc is np.true_divide and dtype.kind in "iu":
-            _truncating_divide(*values, out=buffer)
+            _truncating_divide(values[0], values[1], out=buffer)
         elif ufunc is np.remainder:
-            _remainder(*values, out=buffer)
+            _remainder(values[0], values[1], out=buffer)
         elif ufunc is np.power:
-            _power(*values, out=buffer)
+            _power(values[0], values[1], out=buffer)
         else:
             ufunc(*values, out=buffer, casting="unsafe")
             if ufunc is np.sign and dtype.kind in "fV":  # MXNet: the sign of NaN is 0
@@ -404,7 +404,7 @@ def _sum(values: np.ndarray, axes: Any, keep: bool) -> np.ndarray:
     return np.sum(values, axis=axes, keepdims=keep, dtype=_accumulator(values.dtype))
 
 
-def _mean(values: np.ndarray, axes: Any, keep: bool) -> np.ndarray:
+def _mean(values: np.ndarray, axes: Any, keep: bool) -> Any:  # an array or a NumPy scalar
     wide = np.float64 if values.dtype.kind in "iu" else _accumulator(values.dtype)
     return np.mean(values, axis=axes, keepdims=keep, dtype=wide)
 
@@ -451,7 +451,8 @@ def _norm(x: Any, ord: Any = None, axis: Any = None, keepdims: Any = False) -> N
             result = np.sqrt(np.sum(np.square(values, dtype=wide), axis=axes, keepdims=keep))
         else:
             result = np.sum(np.abs(values), axis=axes, keepdims=keep, dtype=wide)
-    return _reduced("norm", "norm", arr, result, axes, keep, (int(ord), axes, keep, arr.shape))
+    return _reduced("norm", "norm", arr, result, axes, keep,
+                    (1 if ord == 1 else 2, axes, keep, arr.shape))
 
 
 @_implements(np.reshape)

@@ -52,7 +52,7 @@ def seed(seed_state: int, ctx: Any = "all") -> None:
     np.random.seed(int(seed_state))
 
 
-def _sample(name: str, draw: Callable[..., np.ndarray], params: Tuple[Any, Any],
+def _sample(name: str, draw: Callable[..., Any], params: Tuple[Any, Any],
             names: Tuple[str, str], check: Callable[[np.ndarray, np.ndarray], Optional[str]],
             shape: Any, dtype: Any, ctx: Any, out: Optional[NDArray]) -> NDArray:
     if ctx is not None:

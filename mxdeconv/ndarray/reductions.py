@@ -19,7 +19,7 @@ building block of cross-entropy losses.  All are recorded by autograd.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Any, Callable, List, Optional
 
 import numpy as np
 
@@ -176,10 +176,10 @@ def pick(data: NDArray, index: NDArray, axis: Optional[int] = -1, keepdims: bool
 
 
 @tape.register_backward("pick")
-def _pick_backward(out_grad, inputs, attrs, reqs, targets):
+def _pick_backward(out_grad: Any, inputs: Any, attrs: Any, reqs: Any, targets: Any) -> Any:
     (arr, indices), (data_req, index_req), (data_target, index_target) = inputs, reqs, targets
     position, whole = attrs
-    grads = [None, None]
+    grads: List[Optional[NDArray]] = [None, None]
     if data_req != "null":
         grad = np.zeros(arr.shape, out_grad.dtype)
         np.put_along_axis(grad, whole, out_grad._plain().reshape(whole.shape), axis=position)

@@ -17,7 +17,7 @@ array([    0., -1000.], dtype=float32)
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 import numpy as np
 
@@ -151,10 +151,10 @@ def _softmax(function: str, arr: NDArray, inputs: Tuple[Optional[NDArray], ...],
 
 @tape.register_backward("softmax")
 @tape.register_backward("log_softmax")
-def _softmax_backward(out_grad, inputs, attrs, reqs, targets):
+def _softmax_backward(out_grad: Any, inputs: Any, attrs: Any, reqs: Any, targets: Any) -> Any:
     position, scale, log, _mask = attrs
     arr = inputs[0]
-    grads = [None] * len(inputs)
+    grads: List[Optional[NDArray]] = [None] * len(inputs)
     if reqs[0] != "null":
         y = _compute(arr._plain(), attrs)  # recomputed from the input: the forward's values
         g = out_grad._plain().astype(y.dtype, copy=False)

@@ -30,7 +30,7 @@ def _installed_libdnnl() -> Optional[Path]:
         return None
     for entry in dist.files or ():
         if entry.name == "libdnnl.so.3":
-            return Path(dist.locate_file(entry)).resolve()
+            return Path(str(dist.locate_file(entry))).resolve()
     return None
 
 

@@ -374,11 +374,13 @@ def backward_data_check(geom: DeconvGeometry, dtype: Any) -> Check:
         grad = _integers(bits, one.out_shape)
         weight, ref_weight = _in_both(_integers(bits, geom.weight_shape), dtype, ref_dtype)
         factors = _per_image(_BATCH_FACTORS, geom.data_shape[0], len(geom.data_shape))
-        reference = deconv_numpy.backward(one, grad.astype(ref_dtype),
+        data_grad = deconv_numpy.backward(one, grad.astype(ref_dtype),
                                           np.broadcast_to(np.zeros((), ref_dtype),
                                                           one.data_shape),
                                           ref_weight, need_data=True,
-                                          need_weight=False, need_bias=False)[0][0]
+                                          need_weight=False, need_bias=False)[0]
+        assert data_grad is not None  # need_data=True
+        reference = data_grad[0]
         scale = np.asarray(_BATCH_FACTORS, dtype=ref_dtype)
         inputs = ((factors * grad).astype(dtype), weight)
 
@@ -408,6 +410,7 @@ def backward_weights_check(geom: DeconvGeometry, dtype: Any) -> Check:
         _, weight_ref, bias_ref = deconv_numpy.backward(
             one, grad.astype(ref_dtype), image.astype(ref_dtype), unused_weight,
             need_data=False, need_weight=True, need_bias=geom.bias_shape is not None)
+        assert weight_ref is not None  # need_weight=True
         weight_expected = int(factors.sum()) * weight_ref
         bias_expected = None if bias_ref is None else batch * bias_ref
         inputs = ((factors * image).astype(dtype),

@@ -16,7 +16,7 @@ array([-0.1,  0. ,  1. ], dtype=float32)
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 import numpy as np
 
@@ -184,7 +184,7 @@ def _leaky_relu_backward(out_grad: Any, inputs: Any, attrs: Tuple[str, float], r
     x = _widened(arr)
     slopes = _slope_values(inputs, attrs)
     g = out_grad._plain().astype(x.dtype, copy=False)
-    grads = [None, None]
+    grads: List[Optional[NDArray]] = [None, None]
     with np.errstate(over="ignore", invalid="ignore"):
         if reqs[0] != "null":
             y = leaky_relu.forward(x, act_type, slopes)

@@ -14,7 +14,8 @@ from mxdeconv._core.dtypes import onednn_name
 from .validation import BACKWARD, make_call
 
 
-def _plan(data: Any, weight: Any, bias: Any, params: dict, training: bool, purpose: str):
+def _plan(data: Any, weight: Any, bias: Any, params: dict, training: bool,
+          purpose: str) -> Any:
     if _ops is None:
         raise ImportError("the oneDNN extension is not built")
     call = make_call(data, weight, bias, params, training, purpose)

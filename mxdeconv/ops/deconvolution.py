@@ -112,6 +112,7 @@ def full_forward(key: Any, data: Any, weight: Any, bias: Any, out: Optional[NDAr
     impl = OPERATOR.select(call)
     onednn = impl.name == registry.ONEDNN
     if out_aliased:
+        assert out is not None  # aliased() is False for no target
         result = store_result(provisional.forward(impl, call, None, "write", OPERATOR.select)
                               if onednn else impl.forward(call, None, "write"), out, req)
     elif key is not None and onednn and not planner.provisional(call.plan):
@@ -181,12 +182,14 @@ def DeconvolutionActivation(data: Any, weight: Any, bias: Any = None, *, act_typ
             Deconvolution(data, weight, bias, train=train, **params), act_type)
     if _exec is not None:
         prepared = _exec.forward(data, weight, bias, None, "write", train, params, act_type)
-        if type(prepared) is not _exec.Miss:
+        if not isinstance(prepared, _exec.Miss):
             return prepared
         key = prepared.key
     else:
         key = None
-    return full_forward(key, data, weight, bias, None, "write", train, params, act_type)
+    result = full_forward(key, data, weight, bias, None, "write", train, params, act_type)
+    assert result is not None  # req="write" makes a result
+    return result
 
 
 class _ActivationAttrs:
@@ -293,6 +296,7 @@ def full_backward(key: Any, out_grad: Any, data: Any, weight: Any, bias: Any, re
     shapes = (geom.data_shape, geom.weight_shape, geom.bias_shape)
     for name, grad, shape, r in zip(_GRAD_NAMES, grads, shapes, reqs):
         if grad is not None:
+            assert shape is not None  # no bias: its target was dropped above
             check_target(name, grad, shape, call.dtype)
         elif r == "add":
             raise MXNetError(f"req='add' for {name} accumulates into grads[...], "

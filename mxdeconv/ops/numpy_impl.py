@@ -4,7 +4,7 @@ as the oneDNN path.  The arithmetic is in :mod:`mxdeconv.semantics.deconv_numpy`
 """
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -27,7 +27,8 @@ def forward(call: Call, out: Optional[NDArray], req: str) -> NDArray:
     return store(value, out, req)
 
 
-def backward(call: Call, out_grad: NDArray, grads, reqs) -> Tuple:
+def backward(call: Call, out_grad: NDArray, grads: Sequence[Optional[NDArray]],
+             reqs: Sequence[str]) -> Tuple:
     needed = [r != "null" for r in reqs]
     og, data, weight = plain(out_grad), plain(call.data), plain(call.weight)
     with np.errstate(over="ignore", invalid="ignore"):

@@ -4,7 +4,7 @@ extension's glue (``_exec``).
 """
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import Optional, Sequence, Tuple
 
 from mxdeconv.onednn import planner
 from mxdeconv.onednn._loader import ERROR as EXTENSION_ERROR
@@ -16,7 +16,7 @@ from .validation import FORWARD, Call
 try:
     from . import _exec
 except ImportError:  # the extension failed to load: EXTENSION_ERROR says why
-    _exec = None
+    _exec = None  # type: ignore[assignment]  # None: no compiled module (see EXTENSION_ERROR)
 
 
 def supports(call: Call) -> Optional[str]:
@@ -36,6 +36,7 @@ def prepare(call: Call) -> Optional[str]:
     checked and perhaps tuned on the first call of its layer, from memory
     after), or why there is none."""
     dtype = onednn_name(call.dtype)
+    assert dtype is not None  # supports() turned away the dtypes oneDNN does not compute
     if call.purpose == FORWARD:
         plan = planner.forward_plan(call.geom, dtype, call.training, call.accumulate,
                                   call.act_type)
@@ -52,7 +53,8 @@ def forward(call: Call, out: Optional[NDArray], req: str) -> NDArray:
                                 req == "add", call.training)
 
 
-def backward(call: Call, out_grad: NDArray, grads, reqs) -> Tuple:
+def backward(call: Call, out_grad: NDArray, grads: Sequence[Optional[NDArray]],
+             reqs: Sequence[str]) -> Tuple:
     return _exec.deconv_backward(call.plan.data, call.plan.weights, out_grad, call.data,
                                  call.weight, tuple(grads), tuple(r == "add" for r in reqs),
                                  tuple(r != "null" for r in reqs))

@@ -8,7 +8,7 @@ an input, so that it is written only after the computation.
 from __future__ import annotations
 
 import warnings
-from typing import Iterable, Optional, Sequence
+from typing import Iterable, Optional, Sequence, overload
 
 import numpy as np
 
@@ -43,7 +43,7 @@ def final_values(result: np.ndarray, target: Optional[NDArray], req: str) -> np.
 
 
 def check_float16_overflow(names: Sequence[str], values: Sequence[Optional[np.ndarray]],
-                            inputs: Sequence[Optional[NDArray]]) -> None:
+                            inputs: Sequence[Optional[np.ndarray]]) -> None:
     """Warn (:class:`Float16OverflowWarning`) before anything is stored when a
     float16 result has a finite value beyond float16's range: it becomes +-inf.
     Results that are inf because an input holds inf or NaN are propagation, not
@@ -68,6 +68,14 @@ def store(value: np.ndarray, target: Optional[NDArray], req: str) -> NDArray:
     by final_values, is written)."""
     add = req == "add" and target is not None and value.dtype == target.dtype
     return write_values(value, target, add)
+
+
+@overload
+def plain(arr: NDArray) -> np.ndarray: ...
+@overload
+def plain(arr: None) -> None: ...
+@overload
+def plain(arr: Optional[NDArray]) -> Optional[np.ndarray]: ...
 
 
 def plain(arr: Optional[NDArray]) -> Optional[np.ndarray]:

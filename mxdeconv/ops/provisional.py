@@ -12,13 +12,19 @@ target gets a fresh result, added once it passed (the caller's ``late``).
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Optional, Sequence, Tuple
+from typing import Any, Callable, Optional, Sequence, Tuple, overload
 
 import numpy as np
 
 from mxdeconv.onednn import planner, result_check
 from mxdeconv.ndarray.ndarray import NDArray
 from .validation import Call
+
+
+@overload
+def _values(array: NDArray) -> np.ndarray: ...
+@overload
+def _values(array: Optional[NDArray]) -> Optional[np.ndarray]: ...
 
 
 def _values(array: Optional[NDArray]) -> Optional[np.ndarray]:

@@ -110,6 +110,7 @@ def make_call(data: Any, weight: Any, bias: Any, params: dict,
         if bias is None:
             raise MXNetError(f"no_bias=False needs a bias of shape {geom.bias_shape}")
         bias = as_input(bias, "bias")
+        assert geom.bias_shape is not None  # no_bias=False: the geometry has a bias
         check_array("bias", bias, geom.bias_shape, data.dtype)
     check_fits(f"the output of shape {geom.out_shape}",
                math.prod(geom.out_shape) * data.dtype.itemsize)

@@ -59,7 +59,7 @@ def forward(values: np.ndarray, act_type: str,
     which may be ``values`` itself), else into a new array of their dtype."""
     x = values.astype(_compute_dtype(values.dtype), copy=False)
     direct = out is not None and out.dtype == x.dtype and not np.may_share_memory(out, x)
-    y = out if direct else np.empty(x.shape, x.dtype)
+    y = out if out is not None and direct else np.empty(x.shape, x.dtype)
     with np.errstate(over="ignore", invalid="ignore"):  # IEEE inf/NaN propagate
         if act_type == "relu":
             np.maximum(x, 0, out=y)

@@ -9,7 +9,7 @@ form one strided slice of the uncropped output.
 from __future__ import annotations
 
 import math
-from typing import List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -46,7 +46,7 @@ def _windows(canvas: np.ndarray, geom: DeconvGeometry, writeable: bool) -> np.nd
                       writeable=writeable)
 
 
-def _crop(geom: DeconvGeometry):
+def _crop(geom: DeconvGeometry) -> Tuple[slice, ...]:
     return (slice(None), slice(None)) + tuple(
         slice(p, p + o) for p, o in zip(geom.pad_l, geom.spatial_out))
 
@@ -116,7 +116,10 @@ def backward(geom: DeconvGeometry, out_grad: np.ndarray, data: np.ndarray,
     param, dtype = geom.param, compute_dtype(data.dtype)
     batch, channels = geom.data_shape[:2]
     groups = param.num_group
-    data_grad = weight_grad = bias_grad = None
+    # Arrays where asked for (weight_grad: allocated, or the one chunk's result), else None.
+    data_grad: Any = None
+    weight_grad: Any = None
+    bias_grad: Optional[np.ndarray] = None
     if need_bias and not param.no_bias:
         bias_grad = out_grad.astype(dtype, copy=False).sum(
             axis=(0,) + tuple(range(2, 2 + param.ndim))).astype(data.dtype)

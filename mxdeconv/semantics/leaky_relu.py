@@ -59,8 +59,8 @@ def check_act_type(name: str, value: Any) -> str:
 
 def _phi(x: np.ndarray) -> np.ndarray:
     """The standard normal distribution function Φ(x), in x's dtype."""
-    return ((1 + _erf(x.astype(np.float64) / math.sqrt(2)).astype(np.float64)) / 2).astype(
-        x.dtype)
+    erf = np.asarray(_erf(x.astype(np.float64) / math.sqrt(2)))  # object dtype: math.erf's
+    return ((1 + erf.astype(np.float64)) / 2).astype(x.dtype)
 
 
 def forward(x: np.ndarray, act_type: str, slope: Slope) -> np.ndarray:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from typing import Any, Callable, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Optional, Tuple
 
 from .. import kernel_check, result_check
 from .._loader import ops as _ops
@@ -34,6 +34,23 @@ class _Provisional:
     on the next call) and refusing them (a result that disagreed).  A mixin:
     the state is the Planner's (choices, unconfirmed, refused, confirming,
     refused_lock, warned, the settings)."""
+
+    if TYPE_CHECKING:  # the Planner's, declared for the type checker only
+        provisional_on: bool
+        deterministic_on: bool
+        eager: bool
+        choices: Any  # an _ops.LRUCache (None without the extension)
+        store: Any  # a plan_store.PlanStore
+        warned: set
+        unconfirmed: Dict[PlanKey, Callable[[], Any]]
+        refused: Dict[PlanKey, set]
+        refused_lock: threading.RLock
+        confirming: Dict[PlanKey, threading.Lock]
+        _tuned_now: Callable[..., Tuple[Choice, Any]]
+        _start_tuning: Callable[..., Any]
+
+        @property
+        def tuning_on(self) -> bool: ...
 
     def _may_be_provisional(self, geom: DeconvGeometry, dtype: str, what: str) -> bool:
         """Whether a new key's first call of pass ``what`` may run provisionally
@@ -107,6 +124,7 @@ class _Provisional:
                        choice.impl, geom, reason)
             # A database's choice's index is its variant's, not the enumeration's:
             # none is skipped then, but the key is chosen with the kernel check.
+            assert choice.key is not None  # a provisional choice knows its key
             self.refused.setdefault(choice.key, set()).add(
                 (-1 if choice.from_database else choice.index, choice.threads))
             if self.choices.get(choice.key) is choice:

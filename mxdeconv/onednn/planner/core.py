@@ -89,7 +89,8 @@ class Planner(_Provisional):
         self.provisional_on = (env_word("MXDECONV_PROVISIONAL", "on") == "on"
                                if provisional is None else provisional)
         #: The choices made, by planner key (None: chosen again on the next visit).
-        self.choices = _ops.LRUCache(1 << 14) if _ops is not None else None
+        #: (None only without the extension, where nothing plans.)
+        self.choices: Any = _ops.LRUCache(1 << 14) if _ops is not None else None
         #: The plan cache on disk.
         self.store = plan_store.PlanStore(plan_store.default_path) if store is None \
             else store
@@ -207,11 +208,11 @@ class Planner(_Provisional):
     def _prediction(self, key: PlanKey, geom: DeconvGeometry) -> Optional[plan_db.Prediction]:
         """The shipped database's prediction for ``key`` (None: none, or a pass
         the database does not speak for: req=add, a fused activation)."""
-        forward = isinstance(key, ForwardKey)
-        if forward and (key.accumulate or key.act_type is not None):
+        if isinstance(key, ForwardKey) and (key.accumulate or key.act_type is not None):
             return None
+        training = isinstance(key, ForwardKey) and key.training
         return self.database.predict(
-            plan_db.LayerKey(key.what, key.dtype, forward and key.training, len(geom.spatial_in)),
+            plan_db.LayerKey(key.what, key.dtype, training, len(geom.spatial_in)),
             geom, _ops.get_num_threads(), _ops.cpu_isa())
 
     def _predicted_choice(self, key: PlanKey, geom: DeconvGeometry,
@@ -277,7 +278,8 @@ class Planner(_Provisional):
     def _tuned_now(self, key: PlanKey, geom: DeconvGeometry,
                    candidates: Callable[..., Iterable[Any]],
                    check: Callable[[Any], Optional[str]], costs: "_Costs",
-                   cost: Callable[[Any], float], agreed: Iterable[Tuple[int, int]] = ()
+                   cost: Callable[[Any], float],
+                   agreed: Iterable[Tuple[Optional[int], int]] = ()
                    ) -> Tuple[Choice, Any]:
         """Eager tuning: all the tuner's units at once, the choice kept on disk
         (as tuned unless other processes loaded the CPUs meanwhile)."""

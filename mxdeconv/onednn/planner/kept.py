@@ -94,7 +94,10 @@ def _kept_choice(entry: Dict[str, Any], geom: DeconvGeometry,
     would try for this layer (any other count can crash or stall OpenMP), the
     candidate's name, whether it was tuned (else the first correct
     candidate), bounded measurements.  _rebuild checks the candidate."""
-    index, threads, impl = entry.get("index"), entry.get("threads"), entry.get("impl")
+    # Untrusted values (JSON from the file), each checked below.
+    index: Any = entry.get("index")
+    threads: Any = entry.get("threads")
+    impl: Any = entry.get("impl")
     tuned = entry.get("tuned")
     measured = entry.get("measured", [])
     # Only a tuned choice is found by its variant: a first choice's index is
@@ -146,7 +149,9 @@ def _from_disk(store: plan_store.PlanStore, key: PlanKey, geom: DeconvGeometry,
     when it agrees."""
     store_key = _store_key(key, geom)
     entry = store.get(store_key)
-    choice = None if entry is None else _kept_choice(entry, geom, tuning)
+    if entry is None:
+        return None, None, False
+    choice = _kept_choice(entry, geom, tuning)
     if choice is None:
         return None, None, False
     try:

@@ -129,7 +129,8 @@ class _Timed:
 
 def _tuning_units(geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
                   check: Callable[[Any], Optional[str]], costs: "_Costs",
-                  cost: Callable[[Any], float], agreed: Iterable[Tuple[int, int]] = (),
+                  cost: Callable[[Any], float],
+                  agreed: Iterable[Tuple[Optional[int], int]] = (),
                   warn: Optional[Callable[[Any, DeconvGeometry, str], None]] = None,
                   tuning: Callable[[], bool] = lambda: True) -> Units:
     """The tuner, as units of work with a yield after each (one candidate built
