@@ -56,7 +56,7 @@ __all__ = ["Block", "Constant", "Conv1DTranspose", "Conv2DTranspose", "Conv3DTra
            "One", "Parameter", "ParameterDict", "Sequential", "Trainer", "Uniform", "Xavier",
            "Zero", "contrib", "loss", "lr_scheduler", "nn", "optimizer"]
 
-# Still mxdeconv.gluon.X in reprs, error messages (tests/test_gluon_errors.py) and
+# Still mxdeconv.gluon.X in reprs, error messages (tests/gluon/test_gluon_errors.py) and
 # pickles, as before the split into modules.  doctest then finds the class docstrings
 # here; examples in method docstrings need the defining module's __test__.
 # (The initializers are mxdeconv.initializer's, MXNet's mx.init, and stay named so.)

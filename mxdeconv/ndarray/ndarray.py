@@ -681,7 +681,7 @@ def as_ndarray(value: Any, name: str) -> NDArray:
 
 def __getattr__(name: str) -> Any:
     """``BFLOAT16`` (the bfloat16 dtype or None), kept for code that imported it
-    from here; reading it imports ml_dtypes (see :mod:`mxdeconv.dtypes`)."""
+    from here; reading it imports ml_dtypes (see :mod:`mxdeconv._core.dtypes`)."""
     if name == "BFLOAT16":
         from mxdeconv._core.dtypes import bfloat16
         return bfloat16()
