@@ -307,7 +307,10 @@ class Planner(_Provisional):
                 (None, None, False)
             prediction = self._prediction(key, geom) \
                 if self.tuning_on and not self.eager and not tuned else None
-            if choice is None and prediction is not None:
+            # A hint does not replace oneDNN's first choice for the first call:
+            # its candidate is often dearer to start (GEMM workspaces, code to
+            # generate), and the tuner reaches it among the shortlist soon.
+            if choice is None and prediction is not None and prediction.confident:
                 choice, plan = self._predicted_choice(key, geom, candidates, check,
                                                       provisional, prediction)
             if choice is None:  # eager tuning too starts from it: the same choice either way
