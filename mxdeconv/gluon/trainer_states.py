@@ -28,7 +28,7 @@ from mxdeconv.ndarray.ndarray import NDArray, array
 from .files import _NpzArchive
 from .lr_scheduler import SCHEDULERS
 from .optimizer import Optimizer
-from .optimizer_rules import _Builtin
+from .optimizer.rules import _Builtin
 from .parameter import Parameter
 
 __all__ = ["FORMAT", "VERSION", "check_state", "load", "save"]

@@ -30,7 +30,8 @@ MODULES = ["mxdeconv", "mxdeconv.nd", "mxdeconv.ndarray.ndarray", "mxdeconv.auto
            "mxdeconv.ndarray.shaping", "mxdeconv.ndarray.linalg", "mxdeconv.ndarray.softmax",
            "mxdeconv.semantics.leaky_relu",
            # training
-           "mxdeconv.gluon.loss", "mxdeconv.gluon.optimizer", "mxdeconv.gluon.optimizer_rules",
+           "mxdeconv.gluon.loss", "mxdeconv.gluon.optimizer", "mxdeconv.gluon.optimizer.base",
+           "mxdeconv.gluon.optimizer.rules",
            "mxdeconv.gluon.lr_scheduler", "mxdeconv.autograd.tape"]
 
 

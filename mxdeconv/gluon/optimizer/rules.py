@@ -3,7 +3,7 @@
 computed for every parameter of a step before any is written (see that module
 for the rules, MXNet 1.9.1's CPU kernels).
 
->>> from mxdeconv.gluon.optimizer_rules import SGD
+>>> from mxdeconv.gluon.optimizer.rules import SGD
 >>> SGD(momentum=0.9)._state_count()
 1
 """
@@ -18,8 +18,8 @@ import numpy as np
 from mxdeconv._core.errors import MXNetError
 from mxdeconv.ndarray.ndarray import NDArray, write_values, zeros
 
-from ._args import _bool_arg, _real_arg
-from .optimizer import Item, Optimizer, _optional_real, register
+from .._args import _bool_arg, _real_arg
+from .base import Item, Optimizer, _optional_real, register
 
 __all__ = ["Adam", "NAG", "RMSProp", "SGD"]
 
