@@ -16,6 +16,8 @@
   (``MXDECONV_PLAN_DB=0``): what the tests assert of first choices and tuning
   must not depend on what the database holds for this CPU
   (``tests/onednn/test_plan_db.py`` gives the planner databases of its own).
+* A new layer is tuned from its first call on (``MXDECONV_TUNE_AFTER=0``; by
+  default from its 100th: ``tests/onednn/test_tuning_on_calls.py`` tests that).
 * Tests marked ``source_tree`` read the repository around ``tests/`` (docs/,
   pyproject.toml, README.md); where the tests run from a copy beside an
   installed mxdeconv (``scripts/test_installed.sh``) there is none, and they
@@ -34,6 +36,7 @@ settings.load_profile(os.environ.get("MXDECONV_HYPOTHESIS_PROFILE", "derandomize
 os.environ["MXDECONV_CACHE_DIR"] = tempfile.mkdtemp(prefix="mxdeconv-plans-")
 os.environ["MXDECONV_LOAD_WATCH"] = "0"
 os.environ["MXDECONV_PLAN_DB"] = "0"  # the tests choose plans as without a database
+os.environ["MXDECONV_TUNE_AFTER"] = "0"  # a new layer is tuned from its first call
 
 
 import pytest  # noqa: E402  (after the settings above, which must come first)

@@ -29,9 +29,14 @@ cdef cnp.ndarray touched_bytes(Py_ssize_t nbytes, int slot):
     return buffer
 
 
-def release_timing_buffers():
-    """Free the buffers timing kept (the planner calls this after each choice)."""
-    _timing_buffers.clear()
+def release_timing_buffers(Py_ssize_t keep_bytes=0):
+    """Free the buffers timing kept (the planner calls this after each choice),
+    all of them, or only while they hold more than ``keep_bytes``: a tuner
+    spread over a layer's calls keeps its buffers between its units (written
+    once, not once per unit), up to a bound."""
+    cdef Py_ssize_t held = sum(len(buffer) for buffer in _timing_buffers.values())
+    if held > keep_bytes:
+        _timing_buffers.clear()
 
 
 cdef list time_primitive(Primitive prim, list descs, int repeats):

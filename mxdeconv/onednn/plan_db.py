@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import math
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Tuple
 
@@ -91,6 +91,15 @@ class Prediction:
     confident: bool
     source: str
     shortlist: FrozenSet[Choice] = frozenset()
+    #: Each candidate the nearest records name: its expected time over the best's.
+    ratios: Dict[Choice, float] = field(default_factory=dict)
+
+    def ratio(self, variant: Tuple[Any, ...], impl: str) -> Optional[float]:
+        """The expected time over the best's of a candidate (either thread
+        choice), None when no near record names it."""
+        found = [r for c, r in self.ratios.items()
+                 if c.impl == impl and tuple(c.variant) == tuple(variant)]
+        return min(found) if found else None
 
 
 def features(geom: DeconvGeometry, threads: int) -> Tuple[float, ...]:
@@ -273,7 +282,7 @@ class PlanDatabase:
         if distances[0] == 0.0:
             nearest = ranked[0]
             return Prediction(nearest.choice, True, f"{where}: this layer",
-                              _shortlist([nearest], nearest.choice))
+                              _shortlist([nearest], nearest.choice), dict(nearest.near))
         weights = [1.0 / (WEIGHT_OFFSET + d) for d in distances]
 
         def score(choice: Choice) -> float:  # a weighted mean of log relative times
@@ -286,7 +295,9 @@ class PlanDatabase:
                 if confident else
                 f"{where}: the best of its {len(ranked)} nearest layers (distance "
                 f"{distances[0]:.2f} to {distances[-1]:.2f})")
-        return Prediction(best, confident, what, _shortlist(ranked, best))
+        total = sum(weights)
+        ratios = {c: math.exp(score(c) / total) for c in {c for r in ranked for c in r.near}}
+        return Prediction(best, confident, what, _shortlist(ranked, best), ratios)
 
 
 def _shortlist(records: Sequence[_Record], best: Choice) -> FrozenSet[Choice]:

@@ -79,6 +79,20 @@ def test_a_short_run_pays_for_no_tuning():
     assert _forward_choice(data).tuner.steps == 0
 
 
+def test_a_layer_is_tuned_only_after_its_first_calls(a_unit_per_call):
+    """With tune_after_calls = N (MXDECONV_TUNE_AFTER, 100 by default), the
+    first N calls earn nothing, however generous the share: no unit runs."""
+    plans.current_planner().tune_after_calls = 6
+    data, weight, bias = layer_arrays()
+    for _ in range(6):
+        nd.Deconvolution(data, weight, bias, **PARAMS)
+    choice = _forward_choice(data)
+    assert choice.tune_after_calls == 6 and choice.tuner.steps == 0
+    for _ in range(3):
+        nd.Deconvolution(data, weight, bias, **PARAMS)
+    assert choice.tuner is None or choice.tuner.steps > 0 or plans.pending() == 0
+
+
 def test_tuning_on_the_calls_settles_on_a_tuned_checked_plan(a_unit_per_call):
     data, weight, bias = layer_arrays()
     expected = expected_k3s2p1(data, weight, bias)

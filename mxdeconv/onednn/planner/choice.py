@@ -61,6 +61,8 @@ class Choice:
     #: layer, as (variant, impl) pairs; the candidate chosen first is timed too);
     #: None: every candidate.
     shortlist: Optional[FrozenSet[Tuple[Tuple[Any, ...], str]]] = None
+    #: Calls of the key before its tuner's first unit (see tuner.TUNE_AFTER_CALLS).
+    tune_after_calls: int = 0
 
     def verdict(self) -> str:
         """What explain() prints: the choice, the check, the alternatives."""

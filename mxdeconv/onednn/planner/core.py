@@ -23,7 +23,7 @@ from .defects import _known_defective, _known_suspect, _warn
 from .keys import BackwardKey, ForwardKey, PlanKey
 from .tuner import (_first_correct, _loaded, _to_the_end, _Tuner, _tuning_units,
                     _watched)
-from mxdeconv._core.env import env_word
+from mxdeconv._core.env import env_int, env_word
 from mxdeconv._core.errors import MXNetError
 from mxdeconv.semantics.attributes import DeconvGeometry
 
@@ -76,7 +76,8 @@ class Planner(_Provisional):
                  database: Optional[plan_db.PlanDatabase] = None, *,
                  tuning: Optional[bool] = None, eager: Optional[bool] = None,
                  deterministic: Optional[bool] = None,
-                 provisional: Optional[bool] = None) -> None:
+                 provisional: Optional[bool] = None,
+                 tune_after_calls: Optional[int] = None) -> None:
         env_tuning, env_eager = _env_tuning()
         #: Whether tuning is asked for (set_tuning, MXDECONV_TUNE) and whether a
         #: new layer is tuned to the end at its first call (set_eager_tuning).
@@ -88,6 +89,11 @@ class Planner(_Provisional):
                                  if deterministic is None else deterministic)
         self.provisional_on = (env_word("MXDECONV_PROVISIONAL", "on") == "on"
                                if provisional is None else provisional)
+        #: Calls of a new layer before it is tuned (MXDECONV_TUNE_AFTER; sooner
+        #: where the database expects oneDNN's first choice to be slow).
+        self.tune_after_calls = env_int("MXDECONV_TUNE_AFTER", tuner_rules.TUNE_AFTER_CALLS,
+                                        0, 1 << 30, "a number of calls") \
+            if tune_after_calls is None else tune_after_calls
         #: The choices made, by planner key (None: chosen again on the next visit).
         #: (None only without the extension, where nothing plans.)
         self.choices: Any = _ops.LRUCache(1 << 14) if _ops is not None else None
@@ -132,7 +138,8 @@ class Planner(_Provisional):
         yet, and ``store`` (None: this one's)."""
         return Planner(self.store if store is None else store, self.database,
                        tuning=self.tuning_wanted, eager=self.eager,
-                       deterministic=self.deterministic_on, provisional=self.provisional_on)
+                       deterministic=self.deterministic_on, provisional=self.provisional_on,
+                       tune_after_calls=self.tune_after_calls)
 
     def _published(self) -> None:
         """Mirror this planner's settings and settlements into the module
@@ -200,7 +207,7 @@ class Planner(_Provisional):
                                               agreed=agreed,
                                               warn=self._warn,
                                               tuning=lambda: self.tuning_on), load),
-                       settle)
+                       settle, first.tune_after_calls)
         with self.tuners_lock:
             self.tuners[key] = tuner
         return tuner
@@ -316,10 +323,16 @@ class Planner(_Provisional):
             if choice is None:  # eager tuning too starts from it: the same choice either way
                 choice, plan = self._first_choice(key, geom, candidates, check,
                                              provisional and not self.eager)
+            choice.tune_after_calls = self.tune_after_calls
             if prediction is not None and not choice.confident:
-                # To be tuned: among the candidates the nearest layers ran well.
+                # To be tuned: among the candidates the nearest layers ran well,
+                # at once where they ran the first choice much slower than the best.
                 choice.shortlist = frozenset((tuple(c.variant), c.impl)
                                              for c in prediction.shortlist)
+                expected = None if choice.found_at is None else prediction.ratio(
+                    choice.found_at[0], choice.impl)
+                if expected is None or expected >= tuner_rules.PROMPT_RATIO:
+                    choice.tune_after_calls = 0
             if self.deterministic_on and plan is not None:
                 choice.how += ("; deterministic mode: checked before its first call, never "
                                "tuned, kept for the process")

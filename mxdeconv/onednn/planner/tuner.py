@@ -57,6 +57,20 @@ TUNE_SHARE = 0.25
 #: A tuner's first unit is taken to cost this many calls (building, timing the
 #: reorders, warm-up and timed runs) until one has been measured.
 UNIT_CALLS = 4
+#: A new layer is tuned from its TUNE_AFTER_CALLS-th call on (and from its
+#: first where the plan database expects oneDNN's first choice to run
+#: PROMPT_RATIO times the best's time or more): tuning costs some hundred
+#: calls' worth on a big layer and repays itself only after as many more, so a
+#: script that runs a layer fewer times would pay for nothing.  Measured on
+#: DCGAN 512 -> 256 b32 inference (AMX Xeon, 2 threads): tuned from the first
+#: call, its first 300 calls took 3.9-4.7 s and the tuner had not settled;
+#: untuned, 3.15 s.
+TUNE_AFTER_CALLS, PROMPT_RATIO = 100, 1.5
+#: Between a tuner's units the timing buffers (each argument of the candidates
+#: timed, every page written) are kept up to this many bytes: writing them
+#: again for every unit cost a unit a few milliseconds, and on a VM that backs
+#: memory lazily, now and then a hundred.
+KEPT_TIMING_BYTES = 64 << 20
 #: The most calls a prepared call serves between two visits to the planner
 #: while its layer is tuned (a tiny layer's unit can cost thousands of calls).
 MAX_SERVED = 100_000
@@ -306,8 +320,10 @@ class _Tuner:
     """
 
     def __init__(self, units: Units,
-                 settle: Callable[[Optional[Choice], Any, str], None]) -> None:
+                 settle: Callable[[Optional[Choice], Any, str], None],
+                 wait_calls: int = 0) -> None:
         self._units = units
+        self._waiting = wait_calls  # calls that earn nothing before the first unit
         self._settle = settle
         self._lock = threading.Lock()
         self._credit = 0.0
@@ -322,6 +338,10 @@ class _Tuner:
         full path, may be slow, just after a unit: a call's time overstated
         would let the tuner overspend, understated only slows it)."""
         self._call_seconds = min(self._call_seconds, call_seconds)
+        if self._waiting > 0:
+            waited = min(calls, self._waiting)
+            self._waiting -= waited
+            calls -= waited
         if math.isinf(self._unit_seconds):
             self._unit_seconds = UNIT_CALLS * self._call_seconds
         self._credit += TUNE_SHARE * self._call_seconds * calls
@@ -329,9 +349,10 @@ class _Tuner:
     def calls_until_due(self) -> int:
         """How many calls (at the last one's time) still pay for the next unit."""
         owed = self._unit_seconds - self._credit
-        if self.done or owed <= 0 or math.isinf(owed):
+        if self.done or math.isinf(owed):
             return 0
-        return min(MAX_SERVED, math.ceil(owed / (TUNE_SHARE * max(self._call_seconds, 1e-9))))
+        earning = max(0, math.ceil(owed / (TUNE_SHARE * max(self._call_seconds, 1e-9))))
+        return min(MAX_SERVED, self._waiting + earning)
 
     def step(self, force: bool = False) -> bool:
         """One unit if the share allows it (``force``: now, waiting for another
@@ -353,7 +374,9 @@ class _Tuner:
             except Exception as error:  # noqa: BLE001
                 result = (None, None, f"tuning stopped: {type(error).__name__}: {error}")
             finally:
-                _ops.release_timing_buffers()
+                # Kept for the next unit (the tuner's settle or a new choice
+                # releases them), unless they are big.
+                _ops.release_timing_buffers(KEPT_TIMING_BYTES)
                 elapsed = time.perf_counter() - begun
                 self.steps += 1
                 self.seconds += elapsed
@@ -362,6 +385,7 @@ class _Tuner:
             if result is not None:
                 self.done = True
                 self._units.close()
+                _ops.release_timing_buffers()
                 self._settle(*result)
             return self.done
         finally:
