@@ -39,7 +39,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parent
@@ -163,14 +163,23 @@ def _worker(name: str, what: str) -> None:
 
 
 # -- the driver -------------------------------------------------------------------------
-def _run(python: str, name: str, what: str, env: Dict[str, str]) -> Optional[Dict[str, float]]:
-    run = subprocess.run([python, str(Path(__file__).resolve()), "--worker", name, what],
-                         env=env, capture_output=True, text=True, timeout=600,
+def run_worker(python: str, script: str, args: List[str], env: Dict[str, str],
+               timeout: float = 600) -> Any:
+    """``script --worker *args`` in a fresh process of ``python`` (from the
+    temporary folder): the JSON of its last output line, or None (its error
+    reported) when it failed.  The benchmarks of this folder run their
+    contenders so."""
+    run = subprocess.run([python, str(Path(script).resolve()), "--worker", *args],
+                         env=env, capture_output=True, text=True, timeout=timeout,
                          cwd=tempfile.gettempdir())
     if run.returncode != 0:
-        sys.stderr.write(f"{name} {what} failed:\n{run.stderr[-2000:]}\n")
+        sys.stderr.write(f"{' '.join(args)} failed:\n{run.stderr[-2000:]}\n")
         return None
     return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def _run(python: str, name: str, what: str, env: Dict[str, str]) -> Optional[Dict[str, float]]:
+    return run_worker(python, __file__, [name, what], env)
 
 
 def _contenders(mxnet_python: Path, peers: bool) -> Dict[str, str]:

@@ -26,7 +26,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -111,13 +110,8 @@ def _worker(name: str, layer: str, mode: str, calls: int) -> List[float]:
 # -- the driver ---------------------------------------------------------------------------
 def _run(python: str, name: str, layer: str, mode: str, calls: int,
          env: Dict[str, str]) -> Optional[List[float]]:
-    run = subprocess.run([python, str(Path(__file__).resolve()), "--worker", name, layer, mode,
-                          str(calls)], env=env, capture_output=True, text=True, timeout=1200,
-                         cwd=tempfile.gettempdir())
-    if run.returncode != 0:
-        sys.stderr.write(f"{name} {layer} {mode} failed:\n{run.stderr[-2000:]}\n")
-        return None
-    return json.loads(run.stdout.strip().splitlines()[-1])
+    from cold import run_worker  # this folder: the script's own
+    return run_worker(python, __file__, [name, layer, mode, str(calls)], env, timeout=1200)
 
 
 def _peers(mxnet_python: Path, peers: bool) -> Dict[str, str]:

@@ -185,13 +185,8 @@ def default_mxnet_python() -> Path:
 
 
 def _run(python: str, name: str, args: List[str], env: Dict[str, str]) -> Optional[dict]:
-    run = subprocess.run([python, str(Path(__file__).resolve()), "--worker", name] + args,
-                         env=env, capture_output=True, text=True, timeout=600,
-                         cwd=tempfile.gettempdir())
-    if run.returncode != 0:
-        sys.stderr.write(f"{name} failed:\n{run.stderr[-2000:]}\n")
-        return None
-    return json.loads(run.stdout.strip().splitlines()[-1])
+    from cold import run_worker  # this folder: the script's own
+    return run_worker(python, __file__, [name] + args, env)
 
 
 def _contenders(mxnet_python: Path, peers: bool) -> Dict[str, str]:

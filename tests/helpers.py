@@ -203,3 +203,15 @@ def run_fresh(code, cache_dir, timeout=120, cwd=None, args=(), **env):
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args],
                           env=environment, capture_output=True, text=True, timeout=timeout,
                           cwd=cwd)
+
+
+#: For :func:`run_fresh`: plan one layer and print how explain() says its
+#: forward plan was chosen.
+CHOOSE = """
+    import mxdeconv
+    from mxdeconv import nd
+    x, w = nd.ones((2, 32, 6, 6)), nd.ones((32, 32, 3, 3))
+    nd.Deconvolution(x, w, kernel=(3, 3), stride=(2, 2), pad=(1, 1), num_filter=32)
+    print(mxdeconv.explain(x, w, kernel=(3, 3), stride=(2, 2), pad=(1, 1),
+                           num_filter=32).splitlines()[4])
+    """

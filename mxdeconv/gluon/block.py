@@ -47,7 +47,7 @@ from mxdeconv.ndarray.ndarray import NDArray
 from ._args import _bool_arg, _dtype_arg, _is_int, _load_args, _path_arg, _type_error
 from .files import _open_saved, _unprefixed
 from mxdeconv.initializer import Uniform
-from .parameter import Parameter, ParameterDict, _loaded_dtype
+from .parameter import Parameter, ParameterDict, _install_staged, _loaded_dtype, _staged
 
 
 _name_counts: Dict[str, int] = {}
@@ -336,12 +336,9 @@ class Block:
                 dtype = layer._loaded_dtype(param, saved_dtype, where, cast_dtype,
                                             dtype_source)
                 layer._check_loaded_shape(param, shape, where)
-                loaded_ctx = param._loaded_ctx(contexts, where)
-                values = archive.read(saved_key, shape, saved_dtype)
-                staged.append((param, param._new_data(values, dtype), loaded_ctx))
-        for param, data, loaded_ctx in staged:
-            param._install(data)
-            param._ctx_list = loaded_ctx
+                staged.append(_staged(param, archive, saved_key, shape, saved_dtype, dtype,
+                                      contexts, where))
+        _install_staged(staged)
 
     def _match_saved(self, saved_keys: Sequence[str], path: str, allow_missing: bool,
                      ignore_extra: bool) -> Dict[str, str]:

@@ -292,6 +292,24 @@ class Parameter:
             self._install(self._new_data(self._data.asnumpy(), dtype))
 
 
+def _staged(param: "Parameter", archive: Any, key: str, shape: Tuple[int, ...],
+            saved_dtype: np.dtype, dtype: np.dtype, contexts: Any,
+            where: str) -> Tuple["Parameter", Any, Any]:
+    """One saved array read and converted for ``param``, not yet installed: its
+    contexts checked first (``where`` names it in errors)."""
+    loaded_ctx = param._loaded_ctx(contexts, where)
+    values = archive.read(key, shape, saved_dtype)
+    return param, param._new_data(values, dtype), loaded_ctx
+
+
+def _install_staged(staged: List[Tuple["Parameter", Any, Any]]) -> None:
+    """Install what :func:`_staged` prepared for every parameter of a file: after
+    every array was checked and converted, so a file loads all or nothing."""
+    for param, data, loaded_ctx in staged:
+        param._install(data)
+        param._ctx_list = loaded_ctx
+
+
 def _loaded_dtype(param: Parameter, saved: np.dtype, where: str, cast_dtype: bool,
                   dtype_source: str) -> np.dtype:
     """The dtype a saved array gets, as MXNet's ``cast_dtype``/``dtype_source`` say."""
@@ -442,12 +460,9 @@ class ParameterDict(dict):
                 if not param._fits(shape):
                     raise MXNetError(f"{where}: shape incompatible expected "
                                      f"{param._shape_text()} vs saved {shape}")
-                loaded_ctx = param._loaded_ctx(contexts, where)
-                values = archive.read(key, shape, saved_dtype)
-                staged.append((param, param._new_data(values, dtype), loaded_ctx))
-        for param, data, loaded_ctx in staged:
-            param._install(data)
-            param._ctx_list = loaded_ctx
+                staged.append(_staged(param, archive, key, shape, saved_dtype, dtype,
+                                      contexts, where))
+        _install_staged(staged)
 
     def initialize(self, init: Any = None, ctx: Any = None, verbose: bool = False,
                    force_reinit: bool = False) -> None:

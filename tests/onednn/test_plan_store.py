@@ -18,7 +18,7 @@ import warnings
 
 import pytest
 
-from helpers import run_fresh
+from helpers import CHOOSE, run_fresh
 from mxdeconv.onednn import plan_store
 
 CACHE = "plans-v2.json"
@@ -36,14 +36,6 @@ def _warnings(run):
     return run.stderr.count("mxdeconv plan cache")
 
 
-CHOOSE = """
-    import mxdeconv
-    from mxdeconv import nd
-    x, w = nd.ones((2, 32, 6, 6)), nd.ones((32, 32, 3, 3))
-    nd.Deconvolution(x, w, kernel=(3, 3), stride=(2, 2), pad=(1, 1), num_filter=32)
-    print(mxdeconv.explain(x, w, kernel=(3, 3), stride=(2, 2), pad=(1, 1),
-                           num_filter=32).splitlines()[4])
-    """
 
 #: Three new small layers, timed: each tunes and writes (or tries to); all ones,
 #: so each sum is exact.  Prints one JSON line per layer.

@@ -22,7 +22,7 @@ from mxdeconv.onednn import plan_store
 from mxdeconv.onednn import planner as plans
 from mxdeconv.onednn._loader import ops as _ops
 from mxdeconv.semantics.attributes import infer_geometry, parse_params
-from helpers import planner_afresh, run_fresh
+from helpers import CHOOSE, planner_afresh, run_fresh
 from planted import WrongCandidate, WrongPlan
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "geteuid"), reason="no file ownership here")
@@ -237,14 +237,6 @@ def test_a_file_replaced_between_the_checks_and_the_read_is_not_private(
 
 
 # -- across processes, as the issue reproduced it -------------------------------------------
-CHOOSE = """
-    import mxdeconv
-    from mxdeconv import nd
-    x, w = nd.ones((2, 32, 6, 6)), nd.ones((32, 32, 3, 3))
-    nd.Deconvolution(x, w, kernel=(3, 3), stride=(2, 2), pad=(1, 1), num_filter=32)
-    print(mxdeconv.explain(x, w, kernel=(3, 3), stride=(2, 2), pad=(1, 1),
-                           num_filter=32).splitlines()[4])
-    """
 OTHER = """
     from mxdeconv import nd
     nd.Deconvolution(nd.ones((1, 3, 4, 4)), nd.ones((3, 2, 3, 3)), kernel=(3, 3), num_filter=2)
