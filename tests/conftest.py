@@ -12,6 +12,9 @@
 * Tuning does not watch the machine's load (``MXDECONV_LOAD_WATCH=0``): whether
   a choice is kept as tuned must not depend on what else the machine runs
   (``tests/onednn/test_cpu_load.py`` turns it on for its own tests).
+* The default thread count does not follow the machine's load
+  (``MXDECONV_FOLLOW_LOAD=off``): which plans a test meets must not depend on
+  what else the machine runs (``tests/onednn/test_load_follower.py`` follows).
 * New layers are planned without the shipped plan database
   (``MXDECONV_PLAN_DB=0``): what the tests assert of first choices and tuning
   must not depend on what the database holds for this CPU
@@ -35,6 +38,7 @@ settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("MXDECONV_HYPOTHESIS_PROFILE", "derandomized"))
 os.environ["MXDECONV_CACHE_DIR"] = tempfile.mkdtemp(prefix="mxdeconv-plans-")
 os.environ["MXDECONV_LOAD_WATCH"] = "0"
+os.environ["MXDECONV_FOLLOW_LOAD"] = "off"
 os.environ["MXDECONV_PLAN_DB"] = "0"  # the tests choose plans as without a database
 os.environ["MXDECONV_TUNE_AFTER"] = "0"  # a new layer is tuned from its first call
 

@@ -152,6 +152,7 @@ cdef ThreadState thread_state()
 cdef int enter_threads(int threads)
 cdef void leave_threads(int ambient)
 cdef int thread_count(ThreadState state) except -1
+cdef int follow_load() except -1
 cdef cnp.ndarray new_buffer(MemoryDesc desc)
 cdef cnp.ndarray new_plain_array(Layout layout)
 cdef object plain_view(cnp.ndarray buffer, Layout layout)

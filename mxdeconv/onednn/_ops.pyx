@@ -29,7 +29,8 @@ from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 from ._dnnl cimport *
 from mxdeconv._core.args import int_arg
 from mxdeconv._core.cpus import usable_cpus
-from mxdeconv._core.env import env_int
+from mxdeconv._core.env import env_int, env_word
+from mxdeconv.onednn import cpu_load as _cpu_load
 from mxdeconv._core.errors import MXNetError, OneDNNMemoryError
 from mxdeconv.semantics.subgrid import subgrid_of
 from mxdeconv._core.buffers cimport aligned_array, aligned_bytes

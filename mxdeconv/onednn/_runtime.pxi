@@ -14,6 +14,11 @@ cdef bint _team_started = False   # an OpenMP team of > 1 threads ran in this pr
 cdef bint _forked_child = False   # forked after a team ran: more threads would hang
 #: Where the thread count in force came from, in words (runtime_info, explain).
 cdef object _threads_source = "GNU OpenMP's default"
+#: While the default count is in force: the LoadFollower that resizes the team
+#: to the CPUs other processes leave free (None: the count stays as it is).
+cdef object _follower = None
+cdef double _next_look = 0.0   # CLOCK_MONOTONIC seconds
+cdef double _look_interval = _cpu_load.LOOK_INTERVAL
 
 
 cdef class ThreadState:
@@ -70,6 +75,33 @@ cdef int _set_threads(int count):
     return 0
 
 
+cdef inline double monotonic_seconds() noexcept nogil:
+    cdef timespec now
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return now.tv_sec + now.tv_nsec * 1e-9
+
+
+cdef int follow_load() except -1:
+    """At the start of a call, at most every LOOK_INTERVAL: let the load
+    follower resize the default team (a clock read otherwise)."""
+    global _next_look
+    if _follower is None:
+        return 0
+    cdef double now = monotonic_seconds()
+    if now < _next_look:
+        return 0
+    _next_look = now + _look_interval
+    cdef int team = _follower.look(now)
+    if team != _requested_threads and _follower is not None:
+        _set_threads(team)
+    return 0
+
+
+def load_follower():
+    """The LoadFollower resizing the default team, or None."""
+    return _follower
+
+
 def set_num_threads(count):
     """Use ``count`` OpenMP threads (1..MAX_THREADS) in every oneDNN call from now on."""
     count = int_arg("set_num_threads: count", count)
@@ -83,7 +115,8 @@ def set_num_threads(count):
             f"set_num_threads: count must be 1 in a process forked after oneDNN ran "
             f"with several threads, got {count}: GNU OpenMP cannot start threads after "
             "fork() (use multiprocessing's 'spawn' or 'forkserver' start method)")
-    global _threads_source
+    global _threads_source, _follower
+    _follower = None
     _set_threads(count)
     _threads_source = f"set_num_threads({count})"
     thread_count(thread_state())
@@ -92,7 +125,10 @@ def set_num_threads(count):
 def num_threads_source():
     """Where the thread count in force came from: ``set_num_threads``,
     ``OMP_NUM_THREADS``, the affinity mask or the cgroup CPU quota (the
-    default), or a fork."""
+    default, and whether it follows the load), or a fork."""
+    if _follower is not None:
+        return (f"{_threads_source}; following the load: {_requested_threads} of "
+                f"{_follower.most} now")
     return _threads_source
 
 
@@ -176,15 +212,34 @@ def _default_threads(usable=None):
         _threads_source = usable.source
     _set_threads(chosen)
     omp_set_num_threads(chosen)   # this thread's default from now on, too
+    _start_following(chosen)
+
+
+def _start_following(int most):
+    """Follow the load with a default team of ``most`` > 1 threads, unless
+    MXDECONV_FOLLOW_LOAD=off or /proc/stat cannot be read."""
+    global _follower
+    _follower = None
+    if most < 2 or env_word("MXDECONV_FOLLOW_LOAD", "on") != "on":
+        return
+    getaffinity = getattr(os, "sched_getaffinity", None)
+    try:
+        mask = getaffinity(0) if getaffinity is not None else None
+    except OSError:
+        mask = None
+    follower = _cpu_load.LoadFollower(most, _cpu_load.CpuTimes(mask))
+    if follower.times.read() is not None:
+        _follower = follower
 
 
 def _after_fork_in_child():
     """A forked child inherits libgomp's thread team as dead threads: its next
     parallel region would wait for them forever.  One thread never starts a
     team, so the child runs single-threaded (PyTorch does the same)."""
-    global _forked_child, _threads_source
+    global _forked_child, _threads_source, _follower
     if _team_started:
         _forked_child = True
+        _follower = None
         _set_threads(1)
         _threads_source = "a process forked after oneDNN ran with several threads: 1"
         state = getattr(_tls, "state", None)

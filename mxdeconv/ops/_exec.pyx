@@ -23,8 +23,8 @@ from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_New, PyTuple_SET_ITEM
 
 from mxdeconv.onednn._ops cimport (
     BackwardDataPlan, BackwardWeightsPlan, ForwardPlan, Layout, MemoryDesc, ThreadState, data_ptr,
-    enter_threads, leave_threads, new_buffer, new_plain_array, plain_view, reordered, run_reorder,
-    thread_count, thread_state)
+    enter_threads, follow_load, leave_threads, new_buffer, new_plain_array, plain_view, reordered,
+    run_reorder, thread_count, thread_state)
 from mxdeconv._core.errors import MXNetError
 from mxdeconv.onednn import planner
 from . import registry, validation
@@ -455,6 +455,7 @@ cdef object prepared_forward(data, weight, bias, out, req, train, dict params, a
     cdef long bools = params_bools(params)
     if bools < 0:
         return miss(None)
+    follow_load()       # the team may shrink or grow with the machine's load
     cdef ThreadState state = thread_state()
     cdef NDArrayBase d = data, w = weight
     key = flat_key((LRU_KEY_FORWARD, bools, d._shape, dtype_code(d._dtype), w._shape,
@@ -566,6 +567,7 @@ cdef object prepared_backward(out_grad, data, weight, bias, req, grads, train, d
         else:
             target_sigs.append(((<NDArrayBase>target)._shape,
                                 dtype_code((<NDArrayBase>target)._dtype)))
+    follow_load()       # the team may shrink or grow with the machine's load
     cdef ThreadState state = thread_state()
     cdef NDArrayBase g = out_grad, d = data, w = weight
     key = flat_key((LRU_KEY_BACKWARD, bools, g._shape, dtype_code(g._dtype), d._shape,
