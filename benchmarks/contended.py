@@ -5,19 +5,22 @@ another process keeps a core busy.
     python benchmarks/contended.py                      # mxdeconv, the settings below
     python benchmarks/contended.py --peers torch,mxnet  # and the peers, at their defaults
     python benchmarks/contended.py --settings default,passive --rounds 9
+    python benchmarks/contended.py --layers "dcgan 512-256 b32" --seconds 1
 
-The layer is DCGAN 512 -> 256 (32x512x4x4 -> 32x256x8x8, k4 s2 p1, bias; ``--batch``),
-float32: a training step (forward, then the three gradients) and an
-inference forward (the weight kept in the primitive's layout).  Every
-contender (a library under one setting: GNU OpenMP's wait policy, its spin
-count, a thread count) runs in its own process, started with its environment
-(GNU OpenMP reads OMP_WAIT_POLICY and GOMP_SPINCOUNT once, when it loads)
-and warmed up (its plans tuned) while the machine is as quiet as it gets.
-Then rounds alternate: a quiet round, and a contended round in which this
-script's own hog (``python -c "while True: pass"``) runs; the hog is paused
-(SIGSTOP) between contended rounds.  In each round every contender runs one
-block of steps, the order rotating each round; the figures are medians over
-all steps of all rounds of a kind.
+The layers are first_calls.py's (DCGAN, U-Net, 3-D, 1-D, FCN; bias, float32),
+each as a training step (forward, then the three gradients) and an inference
+forward (the weight kept in the primitive's layout).  Every contender (a
+library under one setting: GNU OpenMP's wait policy, its spin count, a thread
+count, whether the team follows the load) runs in its own process, started
+with its environment (GNU OpenMP reads OMP_WAIT_POLICY and GOMP_SPINCOUNT
+once, when it loads) and warmed up: every step for ``--seconds`` quiet and
+again beside the hog, then mxdeconv finishes tuning.  Then rounds alternate:
+a quiet round, and a contended round in which this script's own hog
+(``python -c "while True: pass"``) runs; the hog is paused (SIGSTOP) between
+contended rounds.  In each round every contender runs each layer-mode for
+``--seconds`` (a program that calls a layer steadily, as a training loop or
+a generator does), the order of contenders rotating each round; the figures
+are medians over all steps of all rounds of a kind.
 
 Each library runs at its default thread count unless a setting names one.
 The peers are optional: PyTorch when ``import torch`` works in this Python,
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import statistics
@@ -37,18 +41,20 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
+from first_calls import LAYERS
 from machine import cpu_name
 
 HERE = Path(__file__).resolve().parent
 #: GNU OpenMP's knobs: a contender's own environment says which it sets; the
 #: rest are removed from what the workers inherit, so "default" is the default.
-OPENMP_KNOBS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OMP_NUM_THREADS")
+OPENMP_KNOBS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OMP_NUM_THREADS", "MXDECONV_FOLLOW_LOAD")
 
 #: name -> the environment a mxdeconv contender runs with.
 SETTINGS: Dict[str, Dict[str, str]] = {
-    "default": {},          # mxdeconv's own default (GOMP_SPINCOUNT, mxdeconv/onednn/_loader.py)
+    "default": {},          # mxdeconv's own default (GOMP_SPINCOUNT, the team follows the load)
+    "fixed-team": {"MXDECONV_FOLLOW_LOAD": "off"},   # the default team whatever the load
     "passive": {"OMP_WAIT_POLICY": "passive"},
     "active": {"OMP_WAIT_POLICY": "active"},
     "spin-0": {"GOMP_SPINCOUNT": "0"},
@@ -60,30 +66,36 @@ SETTINGS: Dict[str, Dict[str, str]] = {
     "spin-300k": {"GOMP_SPINCOUNT": "300000"},   # GNU OpenMP's own default
     "1-thread": {"OMP_NUM_THREADS": "1"},
 }
-DEFAULT_SETTINGS = "default,spin-300k,passive,spin-1k,spin-10k,1-thread"
+DEFAULT_SETTINGS = "default,fixed-team,passive,1-thread"
 MODES = ("train", "infer")
 
 
 # ---------------------------------------------------------------------------
 # Workers: one library, one setting; commands on stdin, answers on stdout
 # ---------------------------------------------------------------------------
-def _layer():
+def _inputs(layer: str):
+    """The layer's arrays (first_calls.LAYERS: the shape and parameters)."""
     import numpy as np
+    shape, params = LAYERS[layer]
     rng = np.random.default_rng(0)
-    batch = int(os.environ.get("CONTENDED_BATCH", "32"))
-    data = rng.standard_normal((batch, 512, 4, 4)).astype(np.float32)
-    weight = (rng.standard_normal((512, 256, 4, 4)) * 0.05).astype(np.float32)
-    bias = rng.standard_normal(256).astype(np.float32)
-    out_grad = rng.standard_normal((batch, 256, 8, 8)).astype(np.float32)
-    return data, weight, bias, out_grad
+    weight_shape = (shape[1], params["num_filter"]) + tuple(params["kernel"])
+    data = rng.standard_normal(shape).astype(np.float32)
+    weight = (rng.standard_normal(weight_shape) * 0.05).astype(np.float32)
+    bias = rng.standard_normal(params["num_filter"]).astype(np.float32)
+    out_shape = (shape[0], params["num_filter"]) + tuple(
+        (n - 1) * s - 2 * p + k for n, s, p, k in zip(
+            shape[2:], params["stride"], params.get("pad", (0,) * len(shape[2:])),
+            params["kernel"]))
+    out_grad = rng.standard_normal(out_shape).astype(np.float32)
+    return data, weight, bias, out_grad, dict(params, no_bias=False)
 
 
-def _mxdeconv_steps():
+def _mxdeconv_steps(layer: str):
     import mxdeconv
     from mxdeconv import nd
-    data, weight, bias, out_grad = (nd.array(a) for a in _layer())
+    *arrays, kw = _inputs(layer)
+    data, weight, bias, out_grad = (nd.array(a) for a in arrays)
     infer_w = nd.array(weight.asnumpy())      # its own copy: kept in the plan's layout
-    kw = dict(kernel=(4, 4), stride=(2, 2), pad=(1, 1), num_filter=256, no_bias=False)
 
     def train():
         mxdeconv.set_training(True)
@@ -94,48 +106,49 @@ def _mxdeconv_steps():
     def infer():
         mxdeconv.set_training(False)
         nd.Deconvolution(data, infer_w, bias, **kw).wait_to_read()
+    return {"train": train, "infer": infer}
 
-    def settle():
-        for step in (train, infer, train, infer):
-            step()
-        mxdeconv.finish_tuning()
-        mxdeconv.set_training(False)
-        kernel = [line.strip() for line in mxdeconv.explain(data, infer_w, bias, **kw)
-                  .splitlines() if "forward kernel" in line]
-        info["inference plan"] = kernel[0] if kernel else "?"
+
+def _mxdeconv_info():
+    import mxdeconv
     runtime = mxdeconv.runtime_info()
-    info = {"library": f"mxdeconv {mxdeconv.__version__}", "threads": runtime["num_threads"],
+    return {"library": f"mxdeconv {mxdeconv.__version__}", "threads": runtime["num_threads"],
             "threads_source": runtime.get("num_threads_source", ""),
             "openmp_wait": runtime.get("openmp_wait", "")}
-    return {"train": train, "infer": infer}, settle, info
 
 
-def _torch_steps():
+def _torch_steps(layer: str):
     import torch
     import torch.nn.functional as F
-    data, weight, bias, out_grad = (torch.from_numpy(a) for a in _layer())
+    *arrays, kw = _inputs(layer)
+    data, weight, bias, out_grad = (torch.from_numpy(a) for a in arrays)
     x, w, b = (t.clone().requires_grad_(True) for t in (data, weight, bias))
+    conv = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}[data.dim() - 2]
+    options = dict(stride=kw["stride"], padding=kw.get("pad", 0))
 
     def train():
-        y = F.conv_transpose2d(x, w, b, stride=2, padding=1)
+        y = conv(x, w, b, **options)
         y.backward(out_grad)
         x.grad = w.grad = b.grad = None
 
     def infer():
         with torch.no_grad():
-            F.conv_transpose2d(data, weight, bias, stride=2, padding=1)
-    return {"train": train, "infer": infer}, lambda: None, {
-        "library": f"PyTorch {torch.__version__}", "threads": torch.get_num_threads(),
-        "threads_source": "torch default"}
+            conv(data, weight, bias, **options)
+    return {"train": train, "infer": infer}
 
 
-def _mxnet_steps():
-    import mxnet as mx
+def _torch_info():
+    import torch
+    return {"library": f"PyTorch {torch.__version__}", "threads": torch.get_num_threads(),
+            "threads_source": "torch default"}
+
+
+def _mxnet_steps(layer: str):
     from mxnet import autograd, nd
-    data, weight, bias, out_grad = (nd.array(a) for a in _layer())
+    *arrays, kw = _inputs(layer)
+    data, weight, bias, out_grad = (nd.array(a) for a in arrays)
     for array in (data, weight, bias):
         array.attach_grad()
-    kw = dict(kernel=(4, 4), stride=(2, 2), pad=(1, 1), num_filter=256, no_bias=False)
 
     def train():
         with autograd.record():
@@ -145,30 +158,54 @@ def _mxnet_steps():
 
     def infer():
         nd.Deconvolution(data, weight, bias, **kw).wait_to_read()
+    return {"train": train, "infer": infer}
+
+
+def _mxnet_info():
+    import mxnet as mx
     threads = os.environ.get("OMP_NUM_THREADS") or "MXNet default"
-    return {"train": train, "infer": infer}, lambda: None, {
-        "library": f"MXNet {mx.__version__}", "threads": threads,
-        "threads_source": "MXNet default"}
+    return {"library": f"MXNet {mx.__version__}", "threads": threads,
+            "threads_source": "MXNet default"}
+
+
+WORKERS = {"mxdeconv": (_mxdeconv_steps, _mxdeconv_info), "torch": (_torch_steps, _torch_info),
+           "mxnet": (_mxnet_steps, _mxnet_info)}
+
+
+def _run_for(step, seconds: float, least: int = 3) -> List[float]:
+    """Run ``step`` for ``seconds`` (at least ``least`` times); each one's time."""
+    clock, times = time.perf_counter, []
+    begun = clock()
+    while len(times) < least or clock() - begun < seconds:
+        start = clock()
+        step()
+        times.append(clock() - start)
+    return times
 
 
 def worker(kind: str) -> None:
-    steps, settle, info = {"mxdeconv": _mxdeconv_steps, "torch": _torch_steps,
-                           "mxnet": _mxnet_steps}[kind]()
-    for step in steps.values():        # first calls: plans, allocations
-        step()
-    settle()
-    for _ in range(3):
-        for step in steps.values():
+    """Set up every layer, then answer ``warm SECONDS`` (run every step that
+    long, then finish tuning) and ``LAYER MODE SECONDS`` (that step's times)."""
+    make_steps, make_info = WORKERS[kind]
+    layers = os.environ["CONTENDED_LAYERS"].split(",")
+    steps = {layer: make_steps(layer) for layer in layers}
+    for by_mode in steps.values():        # first calls: plans, allocations
+        for step in by_mode.values():
             step()
-    print(json.dumps(info), flush=True)
+    print(json.dumps(make_info()), flush=True)
     for line in sys.stdin:
-        mode, count = line.split()
-        step, clock, times = steps[mode], time.perf_counter, []
-        for _ in range(int(count)):
-            start = clock()
-            step()
-            times.append(clock() - start)
-        print(json.dumps(times), flush=True)
+        words = line.rstrip("\n").split("|")
+        if words[0] == "warm":
+            for by_mode in steps.values():
+                for step in by_mode.values():
+                    _run_for(step, float(words[1]))
+            if kind == "mxdeconv":
+                import mxdeconv
+                mxdeconv.finish_tuning()
+            print(json.dumps(make_info()), flush=True)
+            continue
+        layer, mode, seconds = words
+        print(json.dumps(_run_for(steps[layer][mode], float(seconds))), flush=True)
 
 
 # ---------------------------------------------------------------------------
@@ -180,20 +217,30 @@ class Contender:
         self.process = subprocess.Popen(
             [python, str(Path(__file__).resolve()), "--worker", kind],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True)
+        self.info = self._answer()
+        self.times: Dict[Tuple[str, str, str], List[float]] = {}
+
+    def _answer(self):
         line = self.process.stdout.readline()
         if not line:
-            raise RuntimeError(f"{name}: the worker died while warming up")
-        self.info = json.loads(line)
-        self.times: Dict[tuple, List[float]] = {}
+            raise RuntimeError(f"{self.name}: the worker died")
+        return json.loads(line)
 
-    def run(self, mode: str, count: int, state: str) -> None:
-        self.process.stdin.write(f"{mode} {count}\n")
+    def _ask(self, *words: object):
+        self.process.stdin.write("|".join(map(str, words)) + "\n")
         self.process.stdin.flush()
-        times = json.loads(self.process.stdout.readline())
-        self.times.setdefault((mode, state), []).extend(times)
+        return self._answer()
 
-    def median_ms(self, mode: str, state: str) -> float:
-        return 1e3 * statistics.median(self.times[(mode, state)])
+    def warm(self, seconds: float) -> None:
+        """Every step for ``seconds``, then mxdeconv finishes tuning."""
+        self.info = self._ask("warm", seconds)
+
+    def run(self, layer: str, mode: str, seconds: float, state: str) -> None:
+        times = self._ask(layer, mode, seconds)
+        self.times.setdefault((layer, mode, state), []).extend(times)
+
+    def median_ms(self, layer: str, mode: str, state: str) -> float:
+        return 1e3 * statistics.median(self.times[(layer, mode, state)])
 
     def close(self) -> None:
         self.process.stdin.close()
@@ -237,12 +284,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                              "(default %(default)s)")
     parser.add_argument("--peers", default="", help="torch and/or mxnet, comma-separated")
     parser.add_argument("--mxnet-python", help="python of the MXNet 1.9.1 venv")
+    parser.add_argument("--layers", default=",".join(LAYERS),
+                        help="first_calls.py's layers, comma-separated (default: all)")
     parser.add_argument("--rounds", type=int, default=5,
                         help="quiet and contended rounds each (default %(default)s)")
-    parser.add_argument("--steps", type=int, default=10,
-                        help="training steps per block; inference runs 3x as many "
-                             "(default %(default)s)")
-    parser.add_argument("--batch", type=int, default=32, help="batch size (%(default)s)")
+    parser.add_argument("--seconds", type=float, default=0.5,
+                        help="each block's length: a layer-mode's steps, run for this long "
+                             "(at least 3; default %(default)s)")
     parser.add_argument("--json", type=Path, help="write every time here")
     args = parser.parse_args(argv)
     if args.worker:
@@ -253,6 +301,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     unknown = [n for n in names if n not in SETTINGS]
     if unknown:
         parser.error(f"unknown setting(s) {unknown}; known: {', '.join(SETTINGS)}")
+    layers = [n for n in args.layers.split(",") if n]
+    missing = [n for n in layers if n not in LAYERS]
+    if missing:
+        parser.error(f"unknown layer(s) {missing}; known: {', '.join(LAYERS)}")
     base = {k: v for k, v in os.environ.items() if k not in OPENMP_KNOBS}
     # One plan cache for every mxdeconv contender, the first one's choices
     # kept there even when it tuned under load (MXDECONV_LOAD_WATCH=0; on a
@@ -260,7 +312,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     # the settings are compared on the same plans (per thread count).
     base.setdefault("MXDECONV_CACHE_DIR", tempfile.mkdtemp(prefix="mxdeconv-contended-"))
     base.setdefault("MXDECONV_LOAD_WATCH", "0")
-    base["CONTENDED_BATCH"] = str(args.batch)      # the workers' layer
+    base["CONTENDED_LAYERS"] = ",".join(layers)
     wanted = [("mxdeconv " + n, "mxdeconv", sys.executable, dict(base, **SETTINGS[n]))
               for n in names]
     for peer in [p for p in args.peers.split(",") if p]:
@@ -280,21 +332,31 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     hog = None
     try:
         for name, kind, python, env in wanted:
-            print(f"warming up {name} ...", file=sys.stderr, flush=True)
+            print(f"starting {name} ...", file=sys.stderr, flush=True)
             try:
                 contenders.append(Contender(name, kind, python, env))
             except (RuntimeError, ValueError) as error:
                 print(f"{name}: skipped ({error})", file=sys.stderr)
         hog = Hog()
+        # Warm-up: each contender alone, quiet and then beside the hog (a team
+        # that follows the load plans and tunes its smaller team there).
+        for state in ("quiet", "contended"):
+            if state == "contended":
+                hog.resume()
+            for contender in contenders:
+                print(f"warming up {contender.name} ({state}) ...", file=sys.stderr, flush=True)
+                contender.warm(args.seconds)
+            if state == "contended":
+                hog.pause()
         for round_ in range(args.rounds):
             for state in ("quiet", "contended"):
                 if state == "contended":
                     hog.resume()
                 shift = round_ % len(contenders)
                 for contender in contenders[shift:] + contenders[:shift]:
-                    for mode in MODES:
-                        count = args.steps * (3 if mode == "infer" else 1)
-                        contender.run(mode, count, state)
+                    for layer in layers:
+                        for mode in MODES:
+                            contender.run(layer, mode, args.seconds, state)
                 if state == "contended":
                     hog.pause()
             print(f"round {round_ + 1}/{args.rounds} done", file=sys.stderr, flush=True)
@@ -303,29 +365,50 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             hog.close()
         for contender in contenders:
             contender.close()
-
-    print(f"DCGAN 512 -> 256, {args.batch}x512x4x4, k4 s2 p1, bias, float32; {cpu_name()}, "
-          f"{len(os.sched_getaffinity(0))} CPUs; {args.rounds} quiet and {args.rounds} "
-          "contended rounds interleaved (contended: one python busy loop); medians, ms")
-    header = (f"{'contender':<26} {'threads':>7}  {'train quiet':>11} {'contended':>9} "
-              f"{'x':>5}  {'infer quiet':>11} {'contended':>9} {'x':>5}")
-    print(header)
-    print("-" * len(header))
-    rows = []
-    for c in contenders:
-        t_q, t_c = c.median_ms("train", "quiet"), c.median_ms("train", "contended")
-        i_q, i_c = c.median_ms("infer", "quiet"), c.median_ms("infer", "contended")
-        print(f"{c.name:<26} {str(c.info['threads']):>7}  {t_q:>11.1f} {t_c:>9.1f} "
-              f"{t_c / t_q:>5.2f}  {i_q:>11.2f} {i_c:>9.2f} {i_c / i_q:>5.2f}")
-        rows.append({"name": c.name, "info": c.info,
-                     "times": {f"{m}/{s}": t for (m, s), t in c.times.items()}})
-    for c in contenders:
-        if "inference plan" in c.info:
-            print(f"{c.name}: {c.info['inference plan']}; OpenMP wait: {c.info['openmp_wait']}")
-    if args.json:
-        args.json.write_text(json.dumps({"cpu": cpu_name(), "rounds": args.rounds,
-                                         "contenders": rows}, indent=1))
+    _report(contenders, layers, args)
     return 0
+
+
+def _geomean(values: Sequence[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def _report(contenders: List["Contender"], layers: List[str], args: argparse.Namespace) -> None:
+    print(f"{cpu_name()}, {len(os.sched_getaffinity(0))} CPUs; {args.rounds} quiet and "
+          f"{args.rounds} contended rounds interleaved (contended: one python busy loop), "
+          f"blocks of {args.seconds} s; medians, ms; x: contended / quiet")
+    width = max(len(c.name) for c in contenders)
+    slowdowns: Dict[str, List[float]] = {c.name: [] for c in contenders}
+    for layer in layers:
+        for mode in MODES:
+            print(f"\n{layer}, {mode}")
+            for c in contenders:
+                quiet = c.median_ms(layer, mode, "quiet")
+                busy = c.median_ms(layer, mode, "contended")
+                slowdowns[c.name].append(busy / quiet)
+                print(f"  {c.name:<{width}}  {quiet:9.2f} {busy:9.2f}  {busy / quiet:5.2f}x")
+    peers = [c for c in contenders if c.kind != "mxdeconv"]
+    print(f"\ngeomean over {len(layers) * len(MODES)} layer-modes "
+          "(slowdown; and where peers ran, the faster peer's time / this one's, quiet and "
+          "contended: above 1, this one is faster)")
+    for c in contenders:
+        line = f"  {c.name:<{width}}  slowdown {_geomean(slowdowns[c.name]):5.2f}x"
+        if peers and c.kind == "mxdeconv":
+            for state in ("quiet", "contended"):
+                ratios = [min(p.median_ms(layer, mode, state) for p in peers)
+                          / c.median_ms(layer, mode, state)
+                          for layer in layers for mode in MODES]
+                line += (f"  {state}: {_geomean(ratios):4.2f}x (lowest {min(ratios):4.2f}x)")
+        print(line)
+    for c in contenders:
+        print(f"{c.name}: {c.info.get('threads')} threads ({c.info.get('threads_source')}); "
+              f"OpenMP wait: {c.info.get('openmp_wait', '-')}")
+    if args.json:
+        rows = [{"name": c.name, "info": c.info,
+                 "times": {"/".join(k): t for k, t in c.times.items()}} for c in contenders]
+        args.json.write_text(json.dumps({"cpu": cpu_name(), "rounds": args.rounds,
+                                         "seconds": args.seconds, "layers": layers,
+                                         "contenders": rows}, indent=1))
 
 
 if __name__ == "__main__":
