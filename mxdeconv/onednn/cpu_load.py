@@ -66,13 +66,22 @@ def _reading() -> Optional[Reading]:
 
 class ForeignLoad:
     """Sums, over the intervals between :meth:`begin` and :meth:`end`, the
-    CPU time other processes took and the CPU time there was."""
+    CPU time other processes took and the CPU time there was.
 
-    def __init__(self, read: Callable[[], Optional[Reading]] = _reading) -> None:
+    With ``team`` (the OpenMP team the tuner times), what others take of the
+    CPUs the team leaves free does not count: a team of 1 beside a process
+    that holds the other core of 2 (the team that follows the load) has a
+    core of its own, and times as on a quiet machine.
+    """
+
+    def __init__(self, read: Callable[[], Optional[Reading]] = _reading,
+                 team: Optional[int] = None) -> None:
         self._read = read
         self._start: Optional[Reading] = None
+        self.team = team
         self.others_seconds = 0.0
         self.cpu_seconds = 0.0
+        self.wall_seconds = 0.0
 
     def begin(self) -> None:
         self._start = self._read()
@@ -82,14 +91,22 @@ class ForeignLoad:
         now = self._read() if start is not None else None
         if start is None or now is None:
             return
+        wall = max(0.0, now[0] - start[0])
         self.others_seconds += max(0.0, now[1] - start[1])
-        self.cpu_seconds += max(0.0, (now[0] - start[0]) * now[2])
+        self.cpu_seconds += wall * now[2]
+        self.wall_seconds += wall
 
     def share(self) -> Optional[float]:
-        """Other processes' share of all CPUs over the intervals (None: unknown)."""
+        """Other processes' share of the CPUs (of the team's, with a team) over
+        the intervals (None: unknown)."""
         if self.cpu_seconds < MIN_CPU_SECONDS:
             return None
-        return min(1.0, self.others_seconds / self.cpu_seconds)
+        if self.team is None or self.wall_seconds <= 0.0:
+            return min(1.0, self.others_seconds / self.cpu_seconds)
+        cpus = self.cpu_seconds / self.wall_seconds
+        spare = max(0.0, cpus - self.team) * self.wall_seconds
+        team = min(float(self.team), cpus) * self.wall_seconds
+        return min(1.0, max(0.0, self.others_seconds - spare) / team)
 
     def loaded(self) -> bool:
         """Whether the share is known and over LOADED_SHARE (never, unwatched)."""

@@ -59,6 +59,24 @@ def test_the_share_sums_the_intervals_between_begin_and_end():
     assert load.loaded()
 
 
+def test_what_others_take_of_the_cpus_a_team_leaves_free_does_not_count():
+    """A team of 1 beside a process holding the other core of 2 times as on a
+    quiet machine (the team that follows the load runs so); a team of 2 does not."""
+    beside_hog = ((0.0, 0.0, 2.0), (1.0, 1.0, 2.0))
+    alone = cpu_load.ForeignLoad(Readings(*beside_hog), team=1)
+    whole = cpu_load.ForeignLoad(Readings(*beside_hog), team=2)
+    for load in (alone, whole):
+        load.begin()
+        load.end()
+    assert alone.share() == 0.0 and not alone.loaded()
+    assert whole.share() == pytest.approx(0.5) and whole.loaded()
+    # Others taking more than the spare core reach the team's.
+    crowded = cpu_load.ForeignLoad(Readings((0.0, 0.0, 2.0), (1.0, 1.5, 2.0)), team=1)
+    crowded.begin()
+    crowded.end()
+    assert crowded.share() == pytest.approx(0.5) and crowded.loaded()
+
+
 def test_a_quiet_or_unknown_machine_is_not_loaded():
     quiet = cpu_load.ForeignLoad(Readings((0.0, 1.0, 4.0), (1.0, 1.2, 4.0)))
     quiet.begin()
@@ -99,8 +117,8 @@ class FixedLoad(cpu_load.ForeignLoad):
 
     share_taken = 0.0
 
-    def __init__(self):
-        super().__init__(Readings())
+    def __init__(self, team=None):
+        super().__init__(Readings(), team)
 
     def begin(self):
         pass

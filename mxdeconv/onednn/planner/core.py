@@ -193,7 +193,7 @@ class Planner(_Provisional):
                 self.settlements += 1  # after the put: a call sent back now finds the choice
                 self._published()
 
-        load = cpu_load.ForeignLoad()
+        load = cpu_load.ForeignLoad(team=key.threads)
         # A database's candidate has no index in the full enumeration: the
         # tuner checks it like any other, if it wins.
         agreed = [] if first.from_database else [(first.index, first.threads)]
@@ -290,7 +290,7 @@ class Planner(_Provisional):
                    ) -> Tuple[Choice, Any]:
         """Eager tuning: all the tuner's units at once, the choice kept on disk
         (as tuned unless other processes loaded the CPUs meanwhile)."""
-        load = cpu_load.ForeignLoad()
+        load = cpu_load.ForeignLoad(team=key.threads)
         choice, plan = _to_the_end(_watched(_tuning_units(geom, candidates, check, costs, cost,
                                                           agreed, warn=self._warn,
                                                           tuning=lambda: self.tuning_on), load))
