@@ -22,42 +22,12 @@ import argparse
 import os
 import tempfile
 import time
-from typing import Any, List, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 import mxdeconv
-from mxdeconv import gluon, nd
-
-#: (channels, kernel, stride, padding, activation) per layer, from a 1x1 latent.
-DCGAN = [(512, 4, 1, 0, "relu"), (256, 4, 2, 1, "relu"), (128, 4, 2, 1, "relu"),
-         (64, 4, 2, 1, "relu"), (3, 4, 2, 1, "tanh")]
-
-
-def make_generator(latent: int = 100, layers: Sequence[tuple] = DCGAN,
-                   seed: int = 0) -> gluon.HybridSequential:
-    """The generator, its weights drawn from ``seed`` (DCGAN's N(0, 0.02))."""
-    net = gluon.HybridSequential()
-    channels = latent
-    for out, kernel, stride, pad, act in layers:
-        net.add(gluon.Conv2DTranspose(out, kernel, strides=stride, padding=pad,
-                                      in_channels=channels, activation=act))
-        channels = out
-    net.initialize()
-    rng = np.random.default_rng(seed)
-    for param in net.collect_params().values():
-        param.set_data(nd.array((0.02 * rng.standard_normal(param.shape)).astype(np.float32)))
-    return net
-
-
-def generate(net: Any, latent: np.ndarray) -> np.ndarray:
-    """One partition: images from latent vectors (N, latent, 1, 1), as NumPy."""
-    return net(nd.array(latent)).asnumpy()
-
-
-def partitions(latent: np.ndarray, size: int) -> List[np.ndarray]:
-    return [latent[i:i + size] for i in range(0, len(latent), size)]
-
+from batch_generator import DCGAN, generate, make_generator, partitions  # noqa: F401
 
 def on_dask(client: Any, net: Any, parts: Sequence[np.ndarray]) -> np.ndarray:
     """Every partition through the generator on the cluster, in order."""

@@ -1,0 +1,134 @@
+"""Batch inference with a mxdeconv Gluon generator on Ray: one worker process
+per CPU, one thread each, one plan cache for all of them.
+
+The generator (examples/batch_generator.py, DCGAN's 100 -> 512 -> 256 -> 128
+-> 64 -> 3) goes into Ray's object store once (``ray.put``); each task, one
+CPU, maps it over one partition of the latent vectors.  Ray starts a task of
+``num_cpus=1`` with ``OMP_NUM_THREADS=1`` (when the driver set none), so each
+worker's oneDNN runs one thread.  ``MXDECONV_CACHE_DIR`` goes to every worker
+in the job's ``runtime_env``: they share one plan cache (a layer is tuned once
+per machine, whichever worker gets there first; the file is merged under a
+lock).  The workers import this folder's modules (the tasks' code) through
+``PYTHONPATH``, given in the same ``runtime_env``.
+
+Run (``pip install "mxdeconv[ray]"``)::
+
+    python examples/ray_inference.py                  # 2 workers x 1 thread
+    python examples/ray_inference.py --compare        # and 1 process, its own threads
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Sequence
+
+import numpy as np
+
+import mxdeconv
+from batch_generator import generate, make_generator, partitions
+
+
+def runtime_env(cache_dir: str) -> Dict[str, Any]:
+    """What every worker of the job gets: the node's plan cache, and this
+    folder on its import path."""
+    here = str(Path(__file__).resolve().parent)
+    path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)
+    return {"env_vars": {"MXDECONV_CACHE_DIR": cache_dir, "PYTHONPATH": path}}
+
+
+def _tasks() -> Any:
+    """The remote functions (made after ``import ray``: Ray is an optional extra)."""
+    import ray
+
+    @ray.remote(num_cpus=1)
+    def generate_task(net: Any, latent: np.ndarray) -> np.ndarray:
+        return generate(net, latent)
+
+    @ray.remote(num_cpus=1)
+    def finish_tuning_task(net: Any, latent: np.ndarray) -> int:
+        generate(net, latent)
+        mxdeconv.finish_tuning()
+        return os.getpid()
+
+    @ray.remote(num_cpus=1)
+    def threads_task() -> tuple:
+        return os.getpid(), mxdeconv.get_num_threads(), str(mxdeconv.plan_cache_path())
+    return generate_task, finish_tuning_task, threads_task
+
+
+def on_ray(net_ref: Any, parts: Sequence[np.ndarray]) -> np.ndarray:
+    """Every partition through the generator (in the object store as
+    ``net_ref``) on the cluster, in order."""
+    import ray
+    generate_task = _tasks()[0]
+    return np.concatenate(ray.get([generate_task.remote(net_ref, part) for part in parts]))
+
+
+def warm_up(net_ref: Any, part: np.ndarray, workers: int) -> List[int]:
+    """Each worker's first calls choose and check its plans, then every layer
+    is tuned to the end (later calls would tune); returns the workers' pids."""
+    import ray
+    finish_tuning_task = _tasks()[1]
+    return ray.get([finish_tuning_task.remote(net_ref, part) for _ in range(workers)])
+
+
+def workers_info(workers: int) -> List[tuple]:
+    """(pid, oneDNN threads, plan cache) of the workers that ran the tasks."""
+    import ray
+    threads_task = _tasks()[2]
+    return ray.get([threads_task.remote() for _ in range(workers)])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--images", type=int, default=1024)
+    parser.add_argument("--partition", type=int, default=32)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--compare", action="store_true",
+                        help="also time this process alone (its default threads)")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    import ray
+
+    cache = os.environ.setdefault("MXDECONV_CACHE_DIR",
+                                  tempfile.mkdtemp(prefix="mxdeconv-plans-"))
+    net = make_generator()
+    latent = np.random.default_rng(1).standard_normal(
+        (args.images, 100, 1, 1)).astype(np.float32)
+    parts = partitions(latent, args.partition)
+    single = []
+    if args.compare:
+        generate(net, parts[0])
+        mxdeconv.finish_tuning()
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            np.concatenate([generate(net, p) for p in parts])
+            single.append(time.perf_counter() - start)
+    ray.init(num_cpus=args.workers, include_dashboard=False, runtime_env=runtime_env(cache),
+             log_to_driver=False)
+    try:
+        net_ref = ray.put(net)
+        warm_up(net_ref, parts[0], args.workers)
+        threads = sorted({info[1] for info in workers_info(args.workers)})
+        times = []
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            on_ray(net_ref, parts)
+            times.append(time.perf_counter() - start)
+    finally:
+        ray.shutdown()
+    print(f"{args.images} images of 64x64 in partitions of {args.partition}")
+    if single:
+        best = min(single)
+        print(f"1 process x {mxdeconv.get_num_threads()} threads: {best:.2f} s, "
+              f"{args.images / best:.0f} images/s (best of {args.repeats})")
+    best = min(times)
+    print(f"{args.workers} Ray workers x {threads} thread(s): "
+          f"{best:.2f} s, {args.images / best:.0f} images/s (best of {args.repeats})")
+
+
+if __name__ == "__main__":
+    main()
