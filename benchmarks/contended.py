@@ -4,6 +4,7 @@ another process keeps a core busy.
 
     python benchmarks/contended.py                      # mxdeconv, the settings below
     python benchmarks/contended.py --peers torch,mxnet  # and the peers, at their defaults
+    python benchmarks/contended.py --peers torch,mxnet,mxnet@2   # MXNet at 2 threads too
     python benchmarks/contended.py --settings default,passive --rounds 9
     python benchmarks/contended.py --layers "dcgan 512-256 b32" --seconds 1
 
@@ -282,7 +283,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--settings", default=DEFAULT_SETTINGS,
                         help=f"mxdeconv settings, comma-separated, of {', '.join(SETTINGS)} "
                              "(default %(default)s)")
-    parser.add_argument("--peers", default="", help="torch and/or mxnet, comma-separated")
+    parser.add_argument("--peers", default="",
+                        help="torch and/or mxnet, comma-separated, each at its default thread "
+                             "count or at @THREADS (OMP_NUM_THREADS): torch,mxnet,mxnet@2")
     parser.add_argument("--mxnet-python", help="python of the MXNet 1.9.1 venv")
     parser.add_argument("--layers", default=",".join(LAYERS),
                         help="first_calls.py's layers, comma-separated (default: all)")
@@ -315,18 +318,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     base["CONTENDED_LAYERS"] = ",".join(layers)
     wanted = [("mxdeconv " + n, "mxdeconv", sys.executable, dict(base, **SETTINGS[n]))
               for n in names]
-    for peer in [p for p in args.peers.split(",") if p]:
+    for spec in [p for p in args.peers.split(",") if p]:
+        peer, _, threads = spec.partition("@")   # "mxnet@2": OMP_NUM_THREADS=2
+        if threads and not threads.isdigit():
+            parser.error(f"--peers: a thread count is a number, got {spec!r}")
+        env = dict(base, OMP_NUM_THREADS=threads) if threads else dict(base)
+        label = f"{threads} threads" if threads else "default"
         if peer == "torch":
-            wanted.append(("PyTorch default", "torch", sys.executable, dict(base)))
+            wanted.append((f"PyTorch {label}", "torch", sys.executable, env))
         elif peer == "mxnet":
             python = _mxnet_python(args.mxnet_python)
             if python is None:
                 print("MXNet: no venv found (--mxnet-python); skipped", file=sys.stderr)
                 continue
-            env = {k: v for k, v in base.items() if not k.startswith("PYTHON")}
-            wanted.append(("MXNet default", "mxnet", python, env))
+            env = {k: v for k, v in env.items() if not k.startswith("PYTHON")}
+            wanted.append((f"MXNet {label}", "mxnet", python, env))
         else:
-            parser.error(f"--peers takes torch and mxnet, got {peer!r}")
+            parser.error(f"--peers takes torch and mxnet (each may end @THREADS), got {spec!r}")
 
     contenders: List[Contender] = []
     hog = None
