@@ -325,8 +325,9 @@ class _Lucky(_Timed):
 def test_a_near_tie_between_the_two_fastest_is_decided_in_turns(monkeypatch):
     """Two challengers beat the first choice; the slower of them (1.02 ms) is
     timed fast in its refine run and leads the faster one (1.00 ms) by less
-    than the margin: the two (and the first choice) are timed again in turns,
-    and the really faster one is chosen."""
+    than the margin: the two are timed again in turns, and the really faster
+    one is chosen.  The first choice (2 ms), beaten clearly in every run,
+    duels no more."""
     monkeypatch.setattr(tuner, "_thread_options", lambda geom, tuning=True: [1])
     first = _Lucky(0, 2e-3, lucky_run=0)
     faster, lucky = _Lucky(1, 1.00e-3, lucky_run=0), _Lucky(2, 1.02e-3, lucky_run=2)
@@ -335,7 +336,37 @@ def test_a_near_tie_between_the_two_fastest_is_decided_in_turns(monkeypatch):
         _geometry(x), lambda variant=None: iter([first, faster, lucky]), lambda plan: None,
         plans._Costs(), lambda plan: plan.cost, agreed=[(0, 1)]))
     assert choice.index == 1 and plan is faster
-    assert faster.runs == lucky.runs == first.runs == 2 + plans.DUEL_ROUNDS
+    assert faster.runs == lucky.runs == 2 + plans.DUEL_ROUNDS and first.runs == 2
+
+
+class _Counted(_Timed):
+    """A candidate that counts its runs, each at its real time."""
+
+    def __init__(self, index, seconds):
+        super().__init__(index, seconds)
+        self.runs = 0
+
+    @property
+    def cost(self):
+        self.runs += 1
+        return self.seconds
+
+
+def test_only_plausible_winners_are_refined_and_a_clear_win_needs_no_duel(monkeypatch):
+    """Of six candidates, those whose estimate is over REFINE_WITHIN the
+    fastest's are not timed again (the first choice always is); the fastest
+    beats every run of the first choice by more than CLEAR_WIN, so it
+    replaces it without a duel."""
+    monkeypatch.setattr(tuner, "_thread_options", lambda geom, tuning=True: [1])
+    first = _Counted(0, 1.6e-3)
+    others = [_Counted(i, s) for i, s in enumerate((1.0e-3, 1.1e-3, 1.3e-3, 1.5e-3, 2e-3),
+                                                   start=1)]
+    x, *_ = _arrays()
+    choice, plan = plans._to_the_end(plans._tuning_units(
+        _geometry(x), lambda variant=None: iter([first] + others), lambda plan: None,
+        plans._Costs(), lambda plan: plan.cost, agreed=[(0, 1)]))
+    assert choice.index == 1 and plan is others[0]
+    assert [c.runs for c in [first] + others] == [2, 2, 2, 1, 1, 1]
 
 
 # -- the two backward passes planned together ------------------------------------------

@@ -28,8 +28,11 @@ from mxdeconv.semantics.attributes import DeconvGeometry
 #: measurement on (building later candidates counts, the final checks do not).
 TUNE_FACTOR, TUNE_FLOOR_S, TUNE_CEILING_S = 50, 0.03, 2.0
 #: How many of the fastest candidates of the first, two-run estimate are timed
-#: again, over several runs, before the fastest correct one is chosen.
-REFINE = 4
+#: again, over several runs, before the fastest correct one is chosen: at most
+#: REFINE, and only those within REFINE_WITHIN of the fastest estimate (a
+#: slower one wins only if its estimate was off by more than a hiccup, and on
+#: a big layer each refine run costs a few calls).
+REFINE, REFINE_WITHIN = 4, 1.25
 #: Below this many multiply-adds a pass is also tried on one thread (OpenMP's
 #: fork/join costs more than the work); above it, only on the caller's count.
 ONE_THREAD_MACS = 32_000_000
@@ -47,8 +50,10 @@ MORE_THREADS_MARGIN, MORE_THREADS_MARGIN_S = 0.05, 1e-6
 #: and their pair 25% slower.
 FIRST_CHOICE_MARGIN = 0.05
 #: Before a candidate replaces the first choice, the two are timed again in
-#: turns this many times each (with the refine run, the median decides).
-DUEL_ROUNDS = 2
+#: turns this many times each (with the refine run, the median decides),
+#: unless the candidate beats every time the first choice ran by more than
+#: CLEAR_WIN: a hiccup slows a run, it never speeds one up by that much.
+DUEL_ROUNDS, CLEAR_WIN = 2, 1.15
 #: How a tuner's measurements mark the first choice it started from.
 FIRST_CHOICE = " (the first choice)"
 #: While a layer pass is tuned on its calls, each call costs on average at most
@@ -209,15 +214,24 @@ def _tuning_units(geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]]
     timed.sort(key=lambda entry: entry.seconds)
     # The fastest few, and the first choice wherever it came: it is the one
     # to beat (FIRST_CHOICE_MARGIN), so its time must be as precise.
-    for entry in timed[:REFINE] + [e for e in timed[REFINE:] if incumbent(e)]:
+    fastest = timed[0].seconds if timed else math.inf
+    refined = [e for e in timed[:REFINE] if e.seconds <= fastest * REFINE_WITHIN]
+    earlier = {id(entry): entry.seconds for entry in timed}   # each one's estimate
+    for entry in refined + [e for e in timed if incumbent(e) and e not in refined]:
         with _ops.using_threads(entry.threads):
             entry.seconds = cost(entry.candidate.build())
         yield
     timed.sort(key=rank)
-    # The leader must win again against the first choice and against a
-    # runner-up within FIRST_CHOICE_MARGIN of it, all timed in turns: one
-    # hiccup in a refine run decides a swap or a near-tie otherwise.
-    duel = timed[:1] + [e for e in timed[1:] if incumbent(e)]
+
+    def clearly_beaten(entry: _Timed) -> bool:
+        best_run = min(entry.seconds, earlier[id(entry)])
+        return rank(timed[0]) * CLEAR_WIN < _ranking((best_run, entry.threads), True)
+
+    # The leader must win again against the first choice (unless it beat its
+    # every run clearly) and against a runner-up within FIRST_CHOICE_MARGIN of
+    # it, all timed in turns: one hiccup in a refine run decides a swap or a
+    # near-tie otherwise.
+    duel = timed[:1] + [e for e in timed[1:] if incumbent(e) and not clearly_beaten(e)]
     if len(timed) > 1 and timed[1] not in duel and \
             rank(timed[1]) <= rank(timed[0]) * (1 + FIRST_CHOICE_MARGIN):
         duel.append(timed[1])
