@@ -237,3 +237,16 @@ def test_no_follower_where_the_count_is_not_the_default(tmp_path, env, why):
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("None"), why
     assert "following the load" not in result.stdout
+
+
+@needs_two_cpus
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/stat")
+def test_junk_in_the_switch_warns_and_follows(tmp_path):
+    result = run_fresh("""
+        import mxdeconv
+        from mxdeconv.onednn._loader import ops
+        print(ops.load_follower() is not None)
+    """, tmp_path, MXDECONV_FOLLOW_LOAD="sometimes", OMP_NUM_THREADS=None)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "True"
+    assert "MXDECONV_FOLLOW_LOAD='sometimes'" in result.stderr
