@@ -19,6 +19,9 @@
   (``MXDECONV_PLAN_DB=0``): what the tests assert of first choices and tuning
   must not depend on what the database holds for this CPU
   (``tests/onednn/test_plan_db.py`` gives the planner databases of its own).
+* A tuned choice taken from the plan cache is never re-validated
+  (``MXDECONV_REVALIDATE_EVERY=0``; by default one process start in 20 draws
+  it: ``tests/onednn/test_plan_store.py`` tests that).
 * A new layer is tuned from its first call on (``MXDECONV_TUNE_AFTER=0``; by
   default from its 100th: ``tests/onednn/test_tuning_on_calls.py`` tests that).
 * Tests marked ``source_tree`` read the repository around ``tests/`` (docs/,
@@ -41,6 +44,7 @@ os.environ["MXDECONV_LOAD_WATCH"] = "0"
 os.environ["MXDECONV_FOLLOW_LOAD"] = "off"
 os.environ["MXDECONV_PLAN_DB"] = "0"  # the tests choose plans as without a database
 os.environ["MXDECONV_TUNE_AFTER"] = "0"  # a new layer is tuned from its first call
+os.environ["MXDECONV_REVALIDATE_EVERY"] = "0"  # a kept tuned choice is final
 
 
 import pytest  # noqa: E402  (after the settings above, which must come first)

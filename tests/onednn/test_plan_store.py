@@ -89,6 +89,41 @@ def test_a_first_choice_is_kept_on_disk_and_tuned_on_the_next_process_calls(tmp_
             "this layer's later calls") in second.stdout
 
 
+REVALIDATE = """
+    import json
+    import mxdeconv
+    from mxdeconv import nd
+    x, w = nd.ones((2, 32, 6, 6)), nd.ones((32, 32, 3, 3))
+    kw = dict(kernel=(3, 3), stride=(2, 2), pad=(1, 1), num_filter=32)
+    expected = nd.Deconvolution(x, w, **kw).asnumpy()
+    before = mxdeconv.explain(x, w, **kw).splitlines()[4]
+    for _ in range(3):
+        assert (nd.Deconvolution(x, w, **kw).asnumpy() == expected).all()
+    mxdeconv.finish_tuning()
+    print(json.dumps([before, mxdeconv.explain(x, w, **kw).splitlines()[4]]))
+"""
+
+
+def test_a_kept_tuned_choice_is_re_validated_now_and_then(tmp_path):
+    """One process start in MXDECONV_REVALIDATE_EVERY times a kept tuned
+    choice again beside the candidates its tuning ran close to it, and keeps
+    the winner; the others take it as it is."""
+    _ok(_run(CHOOSE, tmp_path, MXDECONV_TUNE="eager"))
+    kept = _ok(_run(REVALIDATE, tmp_path, MXDECONV_REVALIDATE_EVERY="0"))
+    before, after = json.loads(kept.stdout)
+    assert before.startswith("  check: kept from an earlier tuning on this machine:"), before
+    assert after == before
+    again = _ok(_run(REVALIDATE, tmp_path, MXDECONV_REVALIDATE_EVERY="1"))
+    before, after = json.loads(again.stdout)
+    assert ("kept from an earlier tuning on this machine; re-validated on this layer's "
+            "later calls beside the") in before
+    assert "(one process start in 1)" in before
+    assert after.startswith("  check: tuned"), after
+    # The winner is kept for the next processes, as any tuning's.
+    taken = _ok(_run(CHOOSE, tmp_path))
+    assert "kept from an earlier tuning on this machine" in taken.stdout
+
+
 @pytest.mark.skipif(not hasattr(os, "geteuid"), reason="no file ownership here")
 @pytest.mark.parametrize("writable", ["file", "folder"])
 def test_a_choice_from_a_file_others_can_write_is_checked_again(tmp_path, writable):

@@ -63,6 +63,10 @@ class Choice:
     shortlist: Optional[FrozenSet[Tuple[Tuple[Any, ...], str]]] = None
     #: Calls of the key before its tuner's first unit (see tuner.TUNE_AFTER_CALLS).
     tune_after_calls: int = 0
+    #: A kept tuned choice re-validated on this process's calls: the names
+    #: (``repr``) of the candidates its tuning ran within REVALIDATE_WITHIN of
+    #: it, which its tuner times beside it; None: not re-validated.
+    rivals: Optional[FrozenSet[str]] = None
 
     def verdict(self) -> str:
         """What explain() prints: the choice, the check, the alternatives."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import random
 import threading
 import time
 from typing import Any, Callable, Dict, FrozenSet, Iterable, Optional, Tuple, Union
@@ -53,6 +54,15 @@ def _shortlisted(candidates: Callable[..., Iterable[Any]],
     return narrowed
 
 
+def _rivals_only(candidates: Callable[..., Iterable[Any]], rivals: FrozenSet[str],
+                 first: Optional[int]) -> Callable[..., Iterable[Any]]:
+    """``candidates`` narrowed to those named in ``rivals`` and the candidate at
+    index ``first`` (the kept choice re-validated)."""
+    def narrowed(variant: Optional[tuple] = None) -> Iterable[Any]:
+        return (c for c in candidates(variant) if c.index == first or repr(c) in rivals)
+    return narrowed
+
+
 def _only(variant: Optional[tuple]) -> Dict[str, Any]:
     """The candidates functions' keyword for one variant (none for all)."""
     return {} if variant is None else {"variant": variant}
@@ -77,7 +87,8 @@ class Planner(_Provisional):
                  tuning: Optional[bool] = None, eager: Optional[bool] = None,
                  deterministic: Optional[bool] = None,
                  provisional: Optional[bool] = None,
-                 tune_after_calls: Optional[int] = None) -> None:
+                 tune_after_calls: Optional[int] = None,
+                 revalidate_every: Optional[int] = None) -> None:
         env_tuning, env_eager = _env_tuning()
         #: Whether tuning is asked for (set_tuning, MXDECONV_TUNE) and whether a
         #: new layer is tuned to the end at its first call (set_eager_tuning).
@@ -94,6 +105,13 @@ class Planner(_Provisional):
         self.tune_after_calls = env_int("MXDECONV_TUNE_AFTER", tuner_rules.TUNE_AFTER_CALLS,
                                         0, 1 << 30, "a number of calls") \
             if tune_after_calls is None else tune_after_calls
+        #: One process start in this many re-validates each tuned choice it takes
+        #: from the plan cache (MXDECONV_REVALIDATE_EVERY; 0: never), drawn per
+        #: layer pass (tuner.REVALIDATE_EVERY).
+        self.revalidate_every = env_int(
+            "MXDECONV_REVALIDATE_EVERY", tuner_rules.REVALIDATE_EVERY, 0, 1 << 30,
+            "a number of process starts") if revalidate_every is None else revalidate_every
+        self._draws = random.Random()
         #: The choices made, by planner key (None: chosen again on the next visit).
         #: (None only without the extension, where nothing plans.)
         self.choices: Any = _ops.LRUCache(1 << 14) if _ops is not None else None
@@ -139,7 +157,8 @@ class Planner(_Provisional):
         return Planner(self.store if store is None else store, self.database,
                        tuning=self.tuning_wanted, eager=self.eager,
                        deterministic=self.deterministic_on, provisional=self.provisional_on,
-                       tune_after_calls=self.tune_after_calls)
+                       tune_after_calls=self.tune_after_calls,
+                       revalidate_every=self.revalidate_every)
 
     def _published(self) -> None:
         """Mirror this planner's settings and settlements into the module
@@ -197,6 +216,8 @@ class Planner(_Provisional):
         # A database's candidate has no index in the full enumeration: the
         # tuner checks it like any other, if it wins.
         agreed = [] if first.from_database else [(first.index, first.threads)]
+        if first.rivals is not None:
+            candidates = _rivals_only(candidates, first.rivals, first.index)
         if first.shortlist is not None:
             candidates = _shortlisted(candidates, first.shortlist,
                                       None if first.from_database else first.index)
@@ -314,6 +335,13 @@ class Planner(_Provisional):
                 (None, None, False)
             prediction = self._prediction(key, geom) \
                 if self.tuning_on and not self.eager and not tuned else None
+            if tuned and choice is not None and self._revalidating():
+                choice.rivals = kept._rivals(choice, tuner_rules.REVALIDATE_WITHIN)
+                choice.how += (f"; re-validated on this layer's later calls beside the "
+                               f"{len(choice.rivals)} candidate(s) its tuning ran within "
+                               f"{tuner_rules.REVALIDATE_WITHIN - 1:.0%} of it (one process "
+                               f"start in {self.revalidate_every})")
+                tuned = False
             # A hint does not replace oneDNN's first choice for the first call:
             # its candidate is often dearer to start (GEMM workspaces, code to
             # generate), and the tuner reaches it among the shortlist soon.
@@ -349,7 +377,8 @@ class Planner(_Provisional):
                     if tuned_plan is not None:
                         choice, plan = tuned_choice, tuned_plan
                 else:
-                    choice.how += "; tuned on this layer's later calls"
+                    if choice.rivals is None:
+                        choice.how += "; tuned on this layer's later calls"
                     choice.tuner = self._start_tuning(key, geom, candidates, check, cost, costs,
                                                  choice)
         except kernel_check.CheckUnavailable as error:  # no verdict: try again next call
@@ -365,6 +394,12 @@ class Planner(_Provisional):
                 f"oneDNN {_ops.onednn_version()} has no {what} implementation for this geometry "
                 f"and dtype on this CPU (ISA {_ops.cpu_isa()})")
         return choice, plan
+
+    def _revalidating(self) -> bool:
+        """Whether this process re-validates a kept tuned choice (a draw, see
+        tuner.REVALIDATE_EVERY); never when tuning to the end at once."""
+        return (self.revalidate_every > 0 and not self.eager
+                and self._draws.randrange(self.revalidate_every) == 0)
 
     def _plan(self, key: PlanKey, geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]],
               make_check: Callable[[], kernel_check.Check], costs: "_Costs",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Callable, Dict, Iterable, Optional, Tuple
+from typing import Any, Callable, Dict, FrozenSet, Iterable, Optional, Tuple
 
 from .. import kernel_check, plan_store
 from .._loader import ops as _ops
@@ -115,6 +115,17 @@ def _kept_choice(entry: Dict[str, Any], geom: DeconvGeometry,
         "first correct candidate, kept from an earlier run on this machine"
     return Choice(index, threads, impl, how, measured=[Measured(*m) for m in measured],
                   found_at=found_at)
+
+
+def _rivals(choice: Choice, within: float) -> FrozenSet[str]:
+    """The candidates a kept tuned choice's tuning ran within ``within`` of its
+    own time, by name (the chosen one aside)."""
+    chosen = [m.seconds for m in choice.measured if m.verdict.startswith("chosen")]
+    if not chosen:
+        return frozenset()
+    bound = chosen[0] * within
+    return frozenset(m.candidate.removesuffix(tuner.FIRST_CHOICE) for m in choice.measured
+                     if not m.verdict.startswith("chosen") and m.seconds <= bound)
 
 
 def _verdict(choice: Choice) -> Dict[str, Any]:

@@ -71,6 +71,13 @@ UNIT_CALLS = 4
 #: call, its first 300 calls took 3.9-4.7 s and the tuner had not settled;
 #: untuned, 3.15 s.
 TUNE_AFTER_CALLS, PROMPT_RATIO = 100, 1.5
+#: One process start in REVALIDATE_EVERY (a draw per layer pass) re-validates a
+#: tuned choice it takes from the plan cache: on the layer's later calls (after
+#: TUNE_AFTER_CALLS, paid as tuning is) it is timed again beside the candidates
+#: its tuning ran within REVALIDATE_WITHIN of it, and the winner is kept.  A
+#: choice tuned in a noisy moment does not last forever, and a short script,
+#: or a process that takes a choice once in a while, pays nothing.
+REVALIDATE_EVERY, REVALIDATE_WITHIN = 20, 1.3
 #: Between a tuner's units the timing buffers (each argument of the candidates
 #: timed, every page written) are kept up to this many bytes: writing them
 #: again for every unit cost a unit a few milliseconds, and on a VM that backs
