@@ -217,7 +217,7 @@ def _default_threads(usable=None):
 
 def _start_following(int most):
     """Follow the load with a default team of ``most`` > 1 threads, unless
-    MXDECONV_FOLLOW_LOAD=off or /proc/stat cannot be read."""
+    MXDECONV_FOLLOW_LOAD=off or the kernel's counts cannot be read."""
     global _follower
     _follower = None
     if most < 2 or env_word("MXDECONV_FOLLOW_LOAD", "on") != "on":
@@ -228,7 +228,7 @@ def _start_following(int most):
     except OSError:
         mask = None
     follower = _cpu_load.LoadFollower(most, _cpu_load.CpuTimes(mask))
-    if follower.times.read() is not None:
+    if follower.readable():
         _follower = follower
 
 

@@ -1,6 +1,6 @@
 """How much of the CPUs other processes take: while the tuner times
 candidates (:class:`ForeignLoad`), and while a program runs, to size the
-OpenMP team to the CPUs left free (:class:`LoadFollower`).
+OpenMP team to the CPUs it can really have (:class:`LoadFollower`).
 
 Tuning is a measurement: a candidate timed while another process (or the
 hypervisor, as steal time) holds a core runs slower than it is, and OpenMP
@@ -117,123 +117,151 @@ class ForeignLoad:
 # ---------------------------------------------------------------------------
 # The team size that follows the load
 # ---------------------------------------------------------------------------
-#: How often (seconds of wall time, at a call) the follower looks at the load.
+#: How often (seconds of wall time, at a call) the follower looks at the load;
+#: each look ends a window over which it decides.
 LOOK_INTERVAL = 0.1
 #: A longer gap between looks means the process was not calling: what others
 #: did meanwhile says nothing about the cores its calls meet.
 MAX_GAP = 0.5
-#: /proc/stat counts each CPU's time in clock ticks (10 ms): a window of W
-#: seconds on C CPUs reads others' CPUs to about C * 0.01 / W, so a decision
-#: waits for a window of LOOK_INTERVAL per 2 CPUs (0.2 CPU at most).
-SECONDS_PER_CPU = LOOK_INTERVAL / 2
-#: A thread is dropped when the CPUs left free fall this far below the team:
-#: beside one busy process on 2 cores a team of 2 ran a DCGAN training step
-#: 1.4x slower than a team of 1, whose thread has a core of its own (every
-#: barrier waits for the thread that shares one); at half a core taken, 2
-#: threads still win.
-LOWER_MARGIN = 0.6
-#: A thread is added back when the free CPUs exceed the team by this much:
-#: as soon as a lowering (a team too small wastes a free core as surely as one
-#: too big waits at barriers), a margin wider than a window's rounding apart.
-RAISE_MARGIN = 0.7
+#: A thread is dropped when the process's threads waited this long for a CPU
+#: per second of a window (run-queue delay, plus the hypervisor's steal): the
+#: others hold a core the team needs, and every barrier waits for the thread
+#: that shares it.  Beside one busy process on 2 cores a team of 2 waited
+#: about 0.5 s per second, a team of 1 under 0.1 (and a quiet team of 2 about
+#: 0.1 beside low-priority work that soaks up idle time).
+LOWER_WAIT = 0.3
+#: A thread is added back when a window found this much of a CPU idle, or,
+#: with no idle CPU in sight (a process of lower priority soaking up idle time
+#: yields to the team), as a probe after PROBE_FIRST seconds at the smaller
+#: size, the gap doubling up to PROBE_MAX after each probe the next window
+#: refused (it waited LOWER_WAIT again).  Every raise is such a probe.
+RAISE_IDLE = 0.9
+PROBE_FIRST, PROBE_MAX = 0.5, 4.0
 
 
 class CpuTimes:
-    """Reads ``/proc/stat``: the busy seconds of the CPUs this process may run
-    on (the per-CPU lines of its affinity mask, or the total line when the
-    mask holds every CPU), and how many CPUs that is.
-
-    Busy is user, system, interrupts and steal (a vCPU the hypervisor gave to
-    another guest is not free).  Niced processes' time counts only when this
-    process is niced too: otherwise they yield the core to it.
-    """
+    """Reads ``/proc/stat``: the idle and stolen seconds of the CPUs this
+    process may run on (the per-CPU lines of its affinity mask, or the total
+    line when the mask holds every CPU), and how many CPUs that is."""
 
     def __init__(self, cpus: Optional[Collection[int]] = None,
-                 path: str = "/proc/stat", niced: Optional[bool] = None) -> None:
+                 path: str = "/proc/stat") -> None:
         self.path = path
         self.cpus = None if cpus is None else frozenset(cpus)
-        if niced is None:
-            try:
-                niced = os.getpriority(os.PRIO_PROCESS, 0) > 0
-            except (AttributeError, OSError):
-                niced = False
-        self.niced = niced
 
-    def read(self) -> Optional[Tuple[float, int]]:
-        """(busy seconds since boot, CPUs counted); None when unreadable."""
+    def read(self) -> Optional[Tuple[float, float, int]]:
+        """(idle seconds, stolen seconds, CPUs counted) since boot; None when
+        unreadable."""
         try:
             with open(self.path, "rb") as stat:
                 text = stat.read(1 << 20)
         except OSError:
             return None
-        busy, counted, total, online = 0, 0, None, 0
+        mine, total, counted, online = [0, 0], None, 0, 0
         for line in text.split(b"\n"):
             if not line.startswith(b"cpu"):
                 break                      # the cpu lines come first
             fields = line.split()
             try:
-                user, nice, system, _idle, _iowait, irq, softirq, steal = (
-                    int(f) for f in fields[1:9])
+                idle, iowait, steal = int(fields[4]), int(fields[5]), int(fields[8])
                 number = int(fields[0][3:]) if fields[0] != b"cpu" else None
-            except ValueError:
+            except (ValueError, IndexError):
                 return None
-            ticks = user + system + irq + softirq + steal + (nice if self.niced else 0)
             if number is None:
-                total = ticks
+                total = [idle + iowait, steal]
                 continue
             online += 1
             if self.cpus is not None and number in self.cpus:
-                busy += ticks
+                mine[0] += idle + iowait
+                mine[1] += steal
                 counted += 1
         if 0 < counted < online:
-            return busy / _TICKS, counted
+            return mine[0] / _TICKS, mine[1] / _TICKS, counted
         if total is None or online == 0:
             return None
-        return total / _TICKS, online
+        return total[0] / _TICKS, total[1] / _TICKS, online
+
+
+def run_queue_seconds(tasks: str = "/proc/self/task") -> Optional[float]:
+    """Seconds this process's threads spent runnable but waiting for a CPU,
+    summed (``/proc/<pid>/task/<tid>/schedstat``'s second field); None where
+    the kernel keeps no such count."""
+    try:
+        names = os.listdir(tasks)
+    except OSError:
+        return None
+    total, read = 0, False
+    for name in names:
+        try:
+            with open(f"{tasks}/{name}/schedstat", "rb") as schedstat:
+                total += int(schedstat.read(256).split()[1])
+            read = True
+        except (OSError, ValueError, IndexError):
+            continue                       # a thread that just ended, or no schedstat
+    return total * 1e-9 if read else None
 
 
 class LoadFollower:
-    """Chooses the OpenMP team size from the CPUs other processes leave free.
+    """Chooses the OpenMP team size from how long the process's threads wait
+    for a CPU.
 
     :meth:`look` is called at most every :data:`LOOK_INTERVAL`, at the start
-    of a call.  Over a window of calls (:data:`SECONDS_PER_CPU` per CPU, at
-    least two CPUs' worth), the others' CPU time is the busy time of this
-    process's CPUs minus its own.  The team shrinks when the free CPUs fall
-    :data:`LOWER_MARGIN` below it and grows when they are :data:`RAISE_MARGIN`
-    above it, never past ``most`` (the default thread count) nor below 1.
+    of a call; each look ends a window.  The team shrinks when its threads
+    waited :data:`LOWER_WAIT` per second (others hold a core it needs), and
+    grows when a window found :data:`RAISE_IDLE` of a CPU idle, or as a
+    probe now and then (:data:`PROBE_FIRST`, :data:`PROBE_MAX`); a raise the
+    next window refuses is undone.  Never past ``most`` (the default thread
+    count) nor below 1.
     """
 
     def __init__(self, most: int, times: Optional[CpuTimes] = None,
-                 own_seconds: Callable[[], float] = time.process_time) -> None:
+                 waits: Callable[[], Optional[float]] = run_queue_seconds) -> None:
         self.most = max(1, int(most))
         self.team = self.most
         self.times = CpuTimes() if times is None else times
-        self.own_seconds = own_seconds
-        self._start: Optional[Tuple[float, float, float]] = None  # the window's
+        self.waits = waits
+        self._start: Optional[Tuple[float, float, float, float]] = None  # the window's
         self._last_look: Optional[float] = None
+        self._probe_gap = PROBE_FIRST
+        self._probe_at = 0.0
+        self._probing = False
+
+    def readable(self) -> bool:
+        """Whether both counts can be read here (else the team stays whole)."""
+        return self.times.read() is not None and self.waits() is not None
 
     def look(self, now: float) -> int:
         """The team size for the calls from ``now`` (monotonic seconds) on."""
-        reading = self.times.read()
-        if reading is None:
+        times, waited = self.times.read(), self.waits()
+        if times is None or waited is None:
             return self.team
-        busy, cpus = reading
-        own = self.own_seconds()
+        idle, steal, _ = times
         last, self._last_look = self._last_look, now
-        if self._start is None or last is None or not 0.0 < now - last <= MAX_GAP:
-            self._start = (now, busy, own)
+        start, self._start = self._start, (now, waited, idle, steal)
+        if start is None or last is None or not 0.0 < now - last <= MAX_GAP:
             return self.team
-        start = self._start
         wall = now - start[0]
-        if wall < SECONDS_PER_CPU * max(2, cpus) - 1e-6:   # (float rounding)
-            return self.team
-        self._start = (now, busy, own)
-        others = max(0.0, (busy - start[1]) - (own - start[2])) / wall
-        self._decide(cpus - others)
+        self._decide(now, ((waited - start[1]) + (steal - start[3])) / wall,
+                     (idle - start[2]) / wall)
         return self.team
 
-    def _decide(self, free: float) -> None:
-        if free < self.team - LOWER_MARGIN:
-            self.team = max(1, min(self.team - 1, int(free + LOWER_MARGIN)))
-        elif free > self.team + RAISE_MARGIN:
-            self.team = min(self.most, int(free - RAISE_MARGIN) + 1)
+    def _decide(self, now: float, waiting: float, idle: float) -> None:
+        if waiting >= LOWER_WAIT:   # others hold a core this team needs
+            if self._probing:                     # refused: wait longer next time
+                self._probe_gap = min(PROBE_MAX, 2 * self._probe_gap)
+            self.team = max(1, self.team - max(1, round(waiting)))
+            self._probing = False
+            self._probe_at = now + self._probe_gap
+            return
+        if self._probing:                          # accepted
+            self._probing = False
+            self._probe_gap = PROBE_FIRST
+            self._probe_at = now + PROBE_FIRST
+        if self.team >= self.most:
+            return
+        if idle >= RAISE_IDLE:
+            self.team = min(self.most, self.team + int(idle - RAISE_IDLE) + 1)
+            self._probing = True
+        elif now >= self._probe_at:
+            self.team += 1
+            self._probing = True
