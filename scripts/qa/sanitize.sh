@@ -2,8 +2,8 @@
 # Build the compiled modules with AddressSanitizer + UndefinedBehaviorSanitizer
 # and run the test suite under it.
 #
-#   scripts/sanitize.sh                      # whole suite
-#   scripts/sanitize.sh tests/ops/test_errors.py -k alias   # any pytest arguments
+#   scripts/qa/sanitize.sh                   # whole suite
+#   scripts/qa/sanitize.sh tests/ops/test_errors.py -k alias   # any pytest arguments
 #
 # The build happens in a copy of the sources (build/sanitize/, or
 # $MXDECONV_SANITIZE_DIR), so the normal in-place extension of this checkout is
@@ -16,7 +16,7 @@
 # Every ASan/UBSan report is written to $DIR/logs/ and makes the script fail.
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 DIR="${MXDECONV_SANITIZE_DIR:-$ROOT/build/sanitize}"
 LOGS="$DIR/logs"
 CC="${CC:-gcc}"
