@@ -30,7 +30,7 @@ dnnl_header = _installed_file("onednn-devel-cpu-gomp", "include/oneapi/dnnl/dnnl
 dnnl_library = _installed_file("onednn-cpu-gomp", "libdnnl.so.3")
 
 # MXDECONV_SANITIZE=1: AddressSanitizer + UndefinedBehaviorSanitizer build of the
-# extension (compile and link), for scripts/sanitize.sh; run it with the ASan
+# extension (compile and link), for scripts/qa/sanitize.sh; run it with the ASan
 # runtime preloaded (LD_PRELOAD=$(gcc -print-file-name=libasan.so)).
 SANITIZE = os.environ.get("MXDECONV_SANITIZE", "").strip().lower() not in ("", "0", "no", "off")
 SANITIZER_FLAGS = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-g"]

@@ -19,7 +19,10 @@ a filled plan cache, a short training run; ``--cold-repeats``).  Results: a
 table per layer on stdout,
 ``benchmarks/results/latest.json`` (every figure) and
 ``benchmarks/results/speedup.png`` (``--smoke`` writes ``smoke.json`` and
-``smoke_speedup.png`` instead, leaving real results alone).
+``smoke_speedup.png`` instead, leaving real results alone).  Neither is in
+git: what the repository keeps of a run is what ``--docs`` renders from the
+JSON (docs/performance_table.txt, docs/_static/benchmark_full.txt and
+docs/_static/speedup.png).
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ Build (both run in CI, warnings are errors):
 The package is imported from this checkout (the extension built in place with
 ``python setup.py build_ext --inplace``, or an editable install).  The theme
 (furo) and the copy buttons (sphinx-copybutton) come from the ``docs`` extra:
-``pip install -e ".[docs]"``.  ``scripts/screenshot_docs.py`` checks that no
+``pip install -e ".[docs]"``.  ``scripts/qa/screenshot_docs.py`` checks that no
 built page scrolls sideways at 1280 px.
 """
 import os

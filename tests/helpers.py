@@ -81,10 +81,16 @@ def nd_keeping_dtype(values):
     return nd.array(values, dtype=values.dtype if is_float_dtype(values.dtype) else None)
 
 
-# -- replaying what scripts/make_mxnet_*_fixtures.py recorded from MXNet --------------
+# -- replaying what scripts/fixtures/make_mxnet_*_fixtures.py recorded from MXNet -----
+#: The scripts that record the MXNet fixtures (and run again under MXNet where its
+#: venv exists).
+FIXTURE_SCRIPTS = ROOT / "scripts" / "fixtures"
+
+
 def fixture_script(name):
-    """The recording script ``scripts/<name>.py`` as a module (its cases and runner)."""
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    """The recording script ``scripts/fixtures/<name>.py`` as a module (its cases and
+    runner)."""
+    spec = importlib.util.spec_from_file_location(name, FIXTURE_SCRIPTS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -1,6 +1,6 @@
-"""Memory: repeated calls do not leak (short CI version of scripts/soak.py).
+"""Memory: repeated calls do not leak (short CI version of scripts/qa/soak.py).
 
-scripts/soak.py runs 10^5 forward+backward calls and requires RSS growth
+scripts/qa/soak.py runs 10^5 forward+backward calls and requires RSS growth
 < 1 MiB after warm-up; here a few thousand calls with looser bounds (RSS
 readings move by a page or two with glibc's heap), plus checks that results,
 their buffers and evicted primitives are really freed.
@@ -19,17 +19,17 @@ from mxdeconv import _ops, buffers, nd
 from mxdeconv.onednn import kernel_check
 from mxdeconv.onednn import planner as plans
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts" / "qa"))
 import soak  # noqa: E402
 
-#: Under AddressSanitizer (scripts/sanitize.sh) freed memory sits in ASan's
+#: Under AddressSanitizer (scripts/qa/sanitize.sh) freed memory sits in ASan's
 #: quarantine, so RSS says nothing about leaks there: only the RSS bounds are skipped.
 UNDER_ASAN = "libasan" in Path("/proc/self/maps").read_text()
 
 
 @pytest.fixture(autouse=True)
 def _one_thread_and_restore_capacity():
-    """One OpenMP thread, as scripts/soak.py uses: on a loaded 2-core machine two
+    """One OpenMP thread, as scripts/qa/soak.py uses: on a loaded 2-core machine two
     spinning OpenMP threads make every small call ~30x slower."""
     capacity, threads = mxdeconv.cache_info()["capacity"], mxdeconv.get_num_threads()
     mxdeconv.set_num_threads(1)

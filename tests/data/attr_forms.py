@@ -1,5 +1,5 @@
 """String attribute forms of Deconvolution and of the Gluon layers: the cases that
-scripts/make_attr_fixtures.py runs through MXNet 1.9.1 (recording what it accepts,
+scripts/fixtures/make_attr_fixtures.py runs through MXNet 1.9.1 (recording what it accepts,
 the shapes it infers, or the first line of its error) and tests/semantics/test_attr_forms.py
 runs through mxdeconv.  Shared so that both read the same table.
 

@@ -1,5 +1,5 @@
 """Deconvolution layers of real MXNet-era models, shared by the fixture generator
-``scripts/make_layer_fixtures.py`` (run with PyTorch, and re-run under MXNet
+``scripts/fixtures/make_layer_fixtures.py`` (run with PyTorch, and re-run under MXNet
 1.9.1's own interpreter with NumPy 1.23.5) and ``tests/package/test_model_layers.py``.
 
 Channel counts, kernels, strides, pads, groups and dilations are the models'

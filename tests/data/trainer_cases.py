@@ -1,4 +1,4 @@
-"""The Trainer and loss cases that ``scripts/make_mxnet_trainer_fixtures.py`` runs
+"""The Trainer and loss cases that ``scripts/fixtures/make_mxnet_trainer_fixtures.py`` runs
 under MXNet 1.9.1 and ``tests/gluon/test_trainer.py`` / ``tests/gluon/test_loss.py``
 run under mxdeconv: the same code, handed either framework's modules
 (``autograd``, ``gluon``, ``nd``, ``lr_scheduler``), so that the two cannot drift

@@ -1,5 +1,5 @@
 """``nn.BatchNorm`` and ``nd.BatchNorm`` against MXNet 1.9.1 (fixtures from
-``scripts/make_mxnet_batchnorm_fixtures.py`` in tests/data/batchnorm) and
+``scripts/fixtures/make_mxnet_batchnorm_fixtures.py`` in tests/data/batchnorm) and
 against NumPy written here:
 
 * single layers: inference with given statistics, one training step (output,
@@ -186,7 +186,7 @@ def test_generator_names_and_files_are_mxnets(tmp_path: Path) -> None:
                            "are what it recorded)")
 def test_fixtures_are_what_mxnet_computes(tmp_path: Path) -> None:
     """Reruns the fixture script under real MXNet 1.9.1 into a temporary folder."""
-    subprocess.run([helpers.mxnet_python(), str(helpers.ROOT / "scripts" /
+    subprocess.run([helpers.mxnet_python(), str(helpers.FIXTURE_SCRIPTS /
                                                  "make_mxnet_batchnorm_fixtures.py"),
                     str(tmp_path)], check=True, capture_output=True, timeout=600)
     for name in ("cases.npz", "generator.npz"):

@@ -2,7 +2,7 @@
 default initialisation, deferred shapes, hybridize, save/load to .params and .npz
 (MXNet's .params files themselves: tests/io/test_params_files.py).
 
-The MXNet numbers come from tests/data (made by tests/data/make_mxnet_fixture.py
+The MXNet numbers come from tests/data (made by scripts/fixtures/make_mxnet_gluon_fixtures.py
 under MXNet 1.9.1), so CI checks them without MXNet.  test_live_mxnet_cross_check
 re-runs that script with a new seed when an MXNet 1.9.1 venv exists on this
 machine (MXNET_VENV, .venv-mxnet, or /tmp/mxnet-venv) and is SKIPPED otherwise,
@@ -18,7 +18,7 @@ from numpy.testing import assert_allclose
 import mxdeconv
 from mxdeconv import MXNetError, autograd, gluon, nd
 
-from helpers import DATA, mxnet_python
+from helpers import DATA, FIXTURE_SCRIPTS, mxnet_python
 
 sys.path.insert(0, str(DATA))
 from mxnet_layers import DEFAULT_LAYER, LAYERS  # noqa: E402
@@ -64,8 +64,8 @@ def test_matches_mxnet_fixture(key, impl):
                            "tests/data fixture covers the same check)")
 def test_live_mxnet_cross_check(tmp_path):
     """Runs real MXNet 1.9.1 in its own interpreter, then compares."""
-    subprocess.run([MXNET_PYTHON, str(DATA / "make_mxnet_fixture.py"), str(tmp_path), "7"],
-                   check=True, capture_output=True, timeout=300)
+    subprocess.run([MXNET_PYTHON, str(FIXTURE_SCRIPTS / "make_mxnet_gluon_fixtures.py"),
+                    str(tmp_path), "7"], check=True, capture_output=True, timeout=300)
     for key in sorted(LAYERS):
         _check_against_mxnet(tmp_path, key, "onednn")
     io = np.load(tmp_path / "mxnet_gluon_io.npz")

@@ -1,6 +1,6 @@
 """gluon.loss against MXNet 1.9.1: the loss values and the gradients of the
 prediction and the label, for tests/data/trainer_cases.py's LOSS_CASES (recorded
-by scripts/make_mxnet_trainer_fixtures.py in tests/data/mxnet_loss.npz), then
+by scripts/fixtures/make_mxnet_trainer_fixtures.py in tests/data/mxnet_loss.npz), then
 the argument rules."""
 import sys
 

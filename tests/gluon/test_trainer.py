@@ -1,6 +1,6 @@
 """gluon.Trainer, the optimizers and the lr_schedulers against MXNet 1.9.1.
 
-The cases are tests/data/trainer_cases.py's; scripts/make_mxnet_trainer_fixtures.py
+The cases are tests/data/trainer_cases.py's; scripts/fixtures/make_mxnet_trainer_fixtures.py
 ran the same code under MXNet 1.9.1 and recorded every step's parameters and
 learning rate in tests/data/mxnet_trainer.npz.  The rest checks the Trainer's
 own rules: stale gradients, skipped parameters, argument errors, save_states /

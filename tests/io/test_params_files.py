@@ -1,7 +1,7 @@
 """MXNet's binary NDArray files: nd.save / nd.load / nd.load_frombuffer and Gluon
 checkpoints, against files written by real MXNet 1.9.1.
 
-The fixtures in tests/data/params come from scripts/make_params_fixtures.py
+The fixtures in tests/data/params come from scripts/fixtures/make_params_fixtures.py
 under MXNet 1.9.1: the files MXNet wrote, the values it wrote (expected.npz,
 written by NumPy, so the values are checked independently of mxdeconv's
 reader) and a manifest of names, dtypes and shapes.  mxdeconv must read them,
@@ -10,7 +10,7 @@ makes real MXNet read mxdeconv's files when an MXNet venv exists here.
 
 The reader is fuzzed here at a modest example count (MXDECONV_PARAMS_FUZZ_EXAMPLES,
 default 1000; the round-trip property runs a fifth of that);
-``python scripts/fuzz.py --params-files`` runs it long.
+``python scripts/qa/fuzz.py --params-files`` runs it long.
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ from mxdeconv import MXNetError, gluon, nd
 from mxdeconv.io import ndarray_file as serialization
 from mxdeconv._core.dtypes import BFLOAT16
 
-from helpers import DATA as _DATA, ROOT, mxnet_python
+from helpers import DATA as _DATA, FIXTURE_SCRIPTS, mxnet_python
 
 DATA = _DATA / "params"
 MANIFEST = json.loads((DATA / "manifest.json").read_text())
@@ -46,7 +46,7 @@ SPARSE = sorted(name for name in MANIFEST if name.startswith("sparse_"))
 IO = np.load(DATA / "gluon_io.npz")
 LAYER = json.loads(str(IO["layer"]))
 FUZZ_EXAMPLES = int(os.environ.get("MXDECONV_PARAMS_FUZZ_EXAMPLES", "1000"))
-#: Outcomes of the reader fuzz in this process (read by scripts/fuzz.py).
+#: Outcomes of the reader fuzz in this process (read by scripts/qa/fuzz.py).
 STATS: Counter = Counter()
 
 
@@ -641,7 +641,7 @@ MXNET_PYTHON = mxnet_python()
                     reason="no MXNet 1.9.1 venv here (CI has none; the byte-equality tests "
                            "cover the same ground against MXNet's committed files)")
 def test_live_mxnet_reads_mxdeconv(tmp_path):
-    run = subprocess.run([MXNET_PYTHON, str(ROOT / "scripts" / "make_params_fixtures.py"),
+    run = subprocess.run([MXNET_PYTHON, str(FIXTURE_SCRIPTS / "make_params_fixtures.py"),
                           "--verify-only", str(tmp_path), "--mxdeconv-python", sys.executable],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]

@@ -2,7 +2,7 @@
 ``nd.softmax``, ``nd.LeakyReLU``, ...) with MXNet 1.9.1's semantics and gradients.
 
 ``tests/data/mxnet_nd_functions.json`` holds what real MXNet 1.9.1 did with
-each case (written by ``scripts/make_mxnet_nd_function_fixtures.py``); every
+each case (written by ``scripts/fixtures/make_mxnet_nd_function_fixtures.py``); every
 case runs here under mxdeconv and must agree, except the deviations listed in
 ``DEVIATIONS`` and ``TYPE_ERRORS`` with their reasons (docs/porting.rst
 lists them too).

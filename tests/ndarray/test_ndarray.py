@@ -3,7 +3,7 @@ indexing, reshape and friends, reductions, joins, creation, random, copies, with
 MXNet 1.9.1's semantics.
 
 ``tests/data/mxnet_ndarray.json`` holds what real MXNet 1.9.1 did with each
-case (written by ``scripts/make_mxnet_ndarray_fixtures.py``); every case runs
+case (written by ``scripts/fixtures/make_mxnet_ndarray_fixtures.py``); every case runs
 here under mxdeconv and must agree, except the deviations listed in
 ``DEVIATIONS`` with their reasons.
 """

@@ -8,7 +8,7 @@ fused into oneDNN's primitive and checked at plan time; ``nd.Activation``.
   512 -> 256 with relu (the geometry where oneDNN 3.2's ``brgconv_strided``
   is wrong with a post-op), oneDNN against PyTorch in float64;
 * float64 gradients against finite differences; float16 and bfloat16;
-* real MXNet 1.9.1 numbers (``scripts/make_mxnet_activation_fixtures.py``);
+* real MXNet 1.9.1 numbers (``scripts/fixtures/make_mxnet_activation_fixtures.py``);
 * the kernel check: a wrong fused result is caught even where the activation
   saturates, and replaced with one KernelDefectWarning.
 

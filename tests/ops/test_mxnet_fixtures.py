@@ -1,6 +1,6 @@
 """Agreement with real MXNet 1.9.1: outputs and gradients it computed itself.
 
-The fixtures were written by ``scripts/make_mxnet_fixtures.py`` running MXNet
+The fixtures were written by ``scripts/fixtures/make_mxnet_fixtures.py`` running MXNet
 1.9.1 (native path in float64 for 1-D/2-D, its MKL-DNN path in float32 for
 3-D), so these tests need no MXNet installed.
 """

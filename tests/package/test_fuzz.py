@@ -14,7 +14,7 @@ shape is.  Then
   else, never a crash -- and leave every input and target untouched.
 
 CI runs ``MXDECONV_FUZZ_EXAMPLES`` examples (default 400).  The long run,
->= 10^5 examples in chunks with fresh seeds, is ``python scripts/fuzz.py``
+>= 10^5 examples in chunks with fresh seeds, is ``python scripts/qa/fuzz.py``
 (see docs/reliability.md).
 """
 from __future__ import annotations
@@ -43,7 +43,7 @@ HUGE = [2**31, 2**40, 2**63, 10**20]  # all above MAX: rejected, never allocated
 REQS = ("write", "inplace", "add", "null")
 DTYPES = (np.float32, np.float64, np.float16)
 CI_EXAMPLES = int(os.environ.get("MXDECONV_FUZZ_EXAMPLES", "400"))
-#: Outcome counts of every example run in this process (read by scripts/fuzz.py).
+#: Outcome counts of every example run in this process (read by scripts/qa/fuzz.py).
 STATS: Counter = Counter()
 MISSING = object()        # a keyword left out of the call
 

@@ -1,6 +1,6 @@
 """The installed package, as a user's ``pip install`` leaves it.
 
-These run where scripts/test_installed.sh tests an installed mxdeconv from a
+These run where scripts/qa/test_installed.sh tests an installed mxdeconv from a
 copy of tests/ (it sets ``MXDECONV_TEST_INSTALLED=1``: the CI's wheel step,
 cibuildwheel's test command); elsewhere they are skipped.  The CI's wheel step
 also sets ``MXDECONV_TEST_NO_COMPILER=1``: there the environment has neither a
@@ -19,7 +19,7 @@ import mxdeconv
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("MXDECONV_TEST_INSTALLED") != "1",
-    reason="tests an installed mxdeconv: run by scripts/test_installed.sh")
+    reason="tests an installed mxdeconv: run by scripts/qa/test_installed.sh")
 
 PACKAGE = Path(mxdeconv.__file__).resolve().parent
 COMPILED = ["_core/buffers", "_core/_ndbase", "onednn/_ops", "ops/_exec"]

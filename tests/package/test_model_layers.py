@@ -5,7 +5,7 @@ PyTorch 2.13 (float64), MXNet 1.9.1 (float32, where it computes the layer
 correctly) and mxdeconv's own NumPy path in float64.
 
 The layers are defined in ``tests/data/model_layers.py``; the expected values
-were recorded by ``scripts/make_layer_fixtures.py`` into
+were recorded by ``scripts/fixtures/make_layer_fixtures.py`` into
 ``tests/data/model_layers.npz`` (sampled element positions, per-channel sums
 and max |value| of every result; the inputs are regenerated from each layer's
 seed).  Each layer is checked in float32 on oneDNN, and every call must run

@@ -1,5 +1,5 @@
 """MXNet 1.9.1 programs ported to mxdeconv, checked against what MXNet computed
-(fixtures from ``scripts/make_mxnet_porting_fixtures.py``, in tests/data/porting):
+(fixtures from ``scripts/fixtures/make_mxnet_porting_fixtures.py``, in tests/data/porting):
 
 * a short training loop: a two-layer deconvolution generator, loaded from MXNet's
   initial ``.params``, trained by the same manual SGD steps (the same source
@@ -9,7 +9,7 @@
   MXNet's ``.params`` file must give MXNet's image;
 * a Gluon training loop with ``gluon.Trainer`` and ``gluon.loss``
   (``tests/data/porting/trainer_loop.py``, recorded by
-  ``scripts/make_mxnet_trainer_fixtures.py``), run from its own text with only
+  ``scripts/fixtures/make_mxnet_trainer_fixtures.py``), run from its own text with only
   the import lines replaced, must give MXNet's loss at each of its 25 steps and
   MXNet's final weights.
 """

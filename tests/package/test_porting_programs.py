@@ -4,7 +4,7 @@ Each program in tests/data/porting/programs/ is written as MXNet users write
 them (a DCGAN generator with BatchNorm trained with Adam; an FCN upsampler
 initialised with a bilinear kernel through ``init.Constant(ndarray)``; a 1-D
 audio upsampler with a FactorScheduler; a 3-D grouped decoder as a custom
-HybridBlock; a checkpoint saved and resumed).  ``scripts/make_mxnet_porting_programs.py``
+HybridBlock; a checkpoint saved and resumed).  ``scripts/fixtures/make_mxnet_porting_programs.py``
 ran each under MXNet 1.9.1 and kept its initial parameters and results; here
 the same text runs under mxdeconv with ``mxnet`` replaced by ``mxdeconv`` in
 its import lines (and nothing else), starting from MXNet's initial
@@ -86,7 +86,7 @@ def test_ported_program_reproduces_mxnet(name: str, impl: str, tmp_path: Path) -
 def test_fixtures_are_what_mxnet_computes(tmp_path: Path) -> None:
     """Reruns every program under real MXNet 1.9.1 into a temporary folder: the
     committed initial parameters and results must be what it computes now."""
-    subprocess.run([MXNET_PYTHON, str(helpers.ROOT / "scripts" /
+    subprocess.run([MXNET_PYTHON, str(helpers.FIXTURE_SCRIPTS /
                                                "make_mxnet_porting_programs.py"), str(tmp_path)],
                    check=True, capture_output=True, timeout=600)
     for name in NAMES:

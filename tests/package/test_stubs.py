@@ -3,7 +3,7 @@ the same public names as the module, the same members per class, and the same
 parameter names per function; ``py.typed`` ships with the package.
 
 The stubs are read beside the modules that were imported: the checkout's in an
-editable install, the installed ones where scripts/test_installed.sh runs the
+editable install, the installed ones where scripts/qa/test_installed.sh runs the
 tests against a wheel (which must ship them)."""
 import ast
 import importlib

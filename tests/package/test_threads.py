@@ -8,7 +8,7 @@ primitive, same thread count, hence the same summation order).  The primitive
 cache is per thread: each thread's cache_info() counts its own hits and
 misses, and a small capacity that makes every thread evict all the time does
 not change a single result.  ``MXDECONV_THREAD_SECONDS`` sets the time per
-test (default 2 s); the GIL release is measured in scripts/gil_release.py,
+test (default 2 s); the GIL release is measured in scripts/qa/gil_release.py,
 not here.
 """
 import os

@@ -1,7 +1,7 @@
 """MXNet's string attribute forms (``kernel="(3, 3)"``, ``num_filter="6"``,
 ``no_bias="true"``), ``name=``, against what MXNet 1.9.1 itself does.
 
-The cases live in tests/data/attr_forms.py; scripts/make_attr_fixtures.py ran them
+The cases live in tests/data/attr_forms.py; scripts/fixtures/make_attr_fixtures.py ran them
 through MXNet 1.9.1 and recorded, per case, whether MXNet accepted the arguments and
 the shapes it inferred (tests/data/mxnet_attr_forms.json).  Here mxdeconv must accept
 exactly those and infer the same shapes.  test_live_mxnet re-runs the script when an
@@ -21,7 +21,7 @@ import mxdeconv
 from mxdeconv import MXNetError, autograd, gluon, nd
 from mxdeconv.semantics.attributes import infer_geometry, parse_params
 
-from helpers import DATA, ROOT, mxnet_python
+from helpers import DATA, FIXTURE_SCRIPTS, mxnet_python
 
 sys.path.insert(0, str(DATA))
 from attr_forms import GLUON_CASES, MXNET_TEST_STYLE, OP_CASES  # noqa: E402
@@ -111,7 +111,7 @@ MXNET_PYTHON = mxnet_python()
 def test_live_mxnet(tmp_path):
     """Re-records the verdicts with real MXNet 1.9.1 and compares both ways."""
     path = tmp_path / "forms.json"
-    subprocess.run([MXNET_PYTHON, str(ROOT / "scripts" / "make_attr_fixtures.py"), str(path)],
+    subprocess.run([MXNET_PYTHON, str(FIXTURE_SCRIPTS / "make_attr_fixtures.py"), str(path)],
                    check=True, capture_output=True, timeout=300)
     live = json.loads(path.read_text())
     for kind in ("op", "gluon"):

@@ -1,6 +1,6 @@
 # An MXNet 1.9.1 Gluon training loop: a small Conv2DTranspose generator trained
 # with gluon.Trainer (Adam, a FactorScheduler, weight decay) on gluon.loss.L2Loss.
-# scripts/make_mxnet_trainer_fixtures.py runs this text under MXNet and records
+# scripts/fixtures/make_mxnet_trainer_fixtures.py runs this text under MXNet and records
 # the losses; tests/package/test_porting.py runs it under mxdeconv with the
 # import lines below replaced, and nothing else changed (docs/porting.rst).
 # --- imports: the only lines a port changes ---

@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Soak test: many forward+backward calls on small shapes; does memory grow?
 
-    python scripts/soak.py                   # 10^5 calls, the documented run
-    python scripts/soak.py --calls 20000 --json soak.json
+    python scripts/qa/soak.py                   # 10^5 calls, the documented run
+    python scripts/qa/soak.py --calls 20000 --json soak.json
 
 A *call* is one forward and one backward of a small Deconvolution, cycling
 through a few shapes: oneDNN float32 with plain and blocked layouts, with bias
@@ -31,7 +31,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable, Dict, List
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # before oneDNN loads
 

@@ -1,6 +1,6 @@
 """Check an sdist and a wheel of mxdeconv hold what they must and nothing else.
 
-    python scripts/check_dist.py dist/mxdeconv-0.1.0.tar.gz dist/mxdeconv-0.1.0-*.whl
+    python scripts/qa/check_dist.py dist/mxdeconv-0.1.0.tar.gz dist/mxdeconv-0.1.0-*.whl
 
 The sdist: what building needs (setup.py, pyproject.toml, MANIFEST.in, README,
 LICENSE, every .py/.pyx/.pxd/.pxi/.pyi of the package), never what a build
@@ -18,7 +18,7 @@ import tarfile
 import zipfile
 from pathlib import Path, PurePosixPath
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SOURCE_SUFFIXES = {".py", ".pyx", ".pxd", ".pxi", ".pyi"}
 #: Data files the package ships (the plan database, where one was made).
 SHIPPED_DATA = {"py.typed", "plan_db.json"}

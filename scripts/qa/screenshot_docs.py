@@ -3,8 +3,8 @@
 that nothing scrolls sideways at a given window width.
 
     sphinx-build -q -W -b html docs docs/_build/html
-    python scripts/screenshot_docs.py                    # 1280 px, docs/_build/html
-    python scripts/screenshot_docs.py --width 1024 --out /tmp/shots
+    python scripts/qa/screenshot_docs.py                    # 1280 px, docs/_build/html
+    python scripts/qa/screenshot_docs.py --width 1024 --out /tmp/shots
 
 Needs a Chromium (Debian: ``apt-get install -y chromium``; ``--chromium`` or
 ``CHROMIUM`` name another).  For each page it
@@ -34,7 +34,7 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MARK = "mxdeconv-overflow-report"
 #: Appended to each page's copy: the verdict, as JSON, in a <pre id=MARK>.
 PROBE = """

@@ -9,9 +9,9 @@ how many ran, how many were valid (compared with the reference) and how many
 raised which error.  A failing example stops the run with Hypothesis' shrunk
 counterexample and the seed that reproduces it.
 
-    python scripts/fuzz.py --examples 100000 --budget 1200
-    python scripts/fuzz.py --examples 2000 --parser-only   # the parser alone, fast
-    python scripts/fuzz.py --examples 100000 --params-files  # the .params reader
+    python scripts/qa/fuzz.py --examples 100000 --budget 1200
+    python scripts/qa/fuzz.py --examples 2000 --parser-only   # the parser alone, fast
+    python scripts/qa/fuzz.py --examples 100000 --params-files  # the .params reader
                                                            # (tests/io/test_params_files.py)
 
 Exit status: 0 when every example passed, 1 on a failure.
@@ -27,7 +27,7 @@ import time
 import traceback
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "package"),
                 str(ROOT / "tests" / "io")]  # test_fuzz, test_params_files
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # before oneDNN loads: one core per run

@@ -5,12 +5,15 @@
 // it is made of), and the s^2 stride-1 convolutions of the decomposition plus the pass
 // that interleaves their quarter outputs, and checks both against a naive reference.
 //
-// Build (from the repository root, in the project's venv):
+// Build (from the repository root, in the project's venv, with oneDNN's headers:
+// pip install onednn-devel-cpu-gomp==2023.2.0); .ci/run builds it this way and runs
+// the self-test, so that it keeps compiling against the oneDNN the package uses:
 //   D=$(python -c 'import sysconfig; print(sysconfig.get_paths()["data"])')
-//   g++ -O2 -std=c++17 -I$D/include -L$D/lib benchmarks/phase_decomposition.cpp \
-//       -o /tmp/phase -l:libdnnl.so.3 -Wl,-rpath,$D/lib -fopenmp
+//   g++ -O2 -std=c++17 -I$D/include -L$D/lib benchmarks/experiments/phase_decomposition.cpp
+//       -o /tmp/phase -l:libdnnl.so.3 -Wl,-rpath,$D/lib -fopenmp     (one command line)
 // Run:   OMP_NUM_THREADS=2 /tmp/phase [layer-index ...]   (0-4; 5 is a tiny self-test)
-//        ONEDNN_MAX_CPU_ISA=AVX2 for the AVX2 kernel family; PASSES=f|d|w for some passes.
+//        ONEDNN_MAX_CPU_ISA=AVX2 for the AVX2 kernel family; PASSES=f|d|w for some passes;
+//        MINTOTAL=seconds, the least time a timing block takes (default 0.1).
 //
 // Weight layout of the layer: MXNet (C_in, C_out, k, k) == oneDNN deconv dims (OC, IC, k, k) in iohw.
 #include <oneapi/dnnl/dnnl.hpp>

@@ -2,7 +2,7 @@
 """Coverage-guided fuzzing (atheris / libFuzzer) of the parameter parser.
 
     pip install atheris
-    python scripts/fuzz_atheris.py -max_total_time=300 -print_final_stats=1
+    python scripts/qa/fuzz_atheris.py -max_total_time=300 -print_final_stats=1
 
 Each input becomes a keyword dict for ``parse_params`` (any subset of the
 fields, each value an int of any size, a bool, a float, a string, None, or a
@@ -10,7 +10,7 @@ tuple/list of such) and a data shape for ``infer_geometry``.  Both must either
 return or raise ``MXNetError``/``TypeError``; anything else is a crash that
 libFuzzer reports with the input that caused it.  The parser is pure Python,
 so this fuzzes only validation (fast: ~10^4-10^5 inputs per second); the
-Hypothesis fuzzer (scripts/fuzz.py) covers whole calls against the reference.
+Hypothesis fuzzer (scripts/qa/fuzz.py) covers whole calls against the reference.
 """
 import os
 import sys
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import atheris
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 with atheris.instrument_imports():

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Build the oneDNN extension with AddressSanitizer + UndefinedBehaviorSanitizer
+# Build the compiled modules with AddressSanitizer + UndefinedBehaviorSanitizer
 # and run the test suite under it.
 #
-#   scripts/sanitize.sh                      # whole suite
-#   scripts/sanitize.sh tests/ops/test_errors.py -k alias   # any pytest arguments
+#   scripts/qa/sanitize.sh                   # whole suite
+#   scripts/qa/sanitize.sh tests/ops/test_errors.py -k alias   # any pytest arguments
 #
 # The build happens in a copy of the sources (build/sanitize/, or
 # $MXDECONV_SANITIZE_DIR), so the normal in-place extension of this checkout is
@@ -11,11 +11,12 @@
 # loaded first (LD_PRELOAD); leak detection is off because CPython keeps its
 # arenas and interned objects until exit.  oneDNN's JIT-generated kernels are
 # not instrumented either (ASan sees them as plain code and checks nothing in
-# them), which is fine: what is checked is every load and store of _ops.c.
+# them), which is fine: what is checked is every load and store of the four
+# compiled modules' C (_core/buffers.c, _core/_ndbase.c, onednn/_ops.c, ops/_exec.c).
 # Every ASan/UBSan report is written to $DIR/logs/ and makes the script fail.
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 DIR="${MXDECONV_SANITIZE_DIR:-$ROOT/build/sanitize}"
 LOGS="$DIR/logs"
 CC="${CC:-gcc}"
@@ -30,11 +31,19 @@ mkdir -p "$DIR/src" "$LOGS"
 echo "== building the extension with -fsanitize=address,undefined in $DIR/src"
 (cd "$DIR/src" && MXDECONV_SANITIZE=1 CC="$CC" python setup.py -q build_ext --inplace --force \
     > "$DIR/build.log" 2>&1) || { tail -40 "$DIR/build.log"; exit 1; }
-SO="$(ls "$DIR"/src/mxdeconv/_ops*.so)"
-if [[ "$(ldd "$SO")" != *libasan* ]]; then
-    echo "error: $SO is not linked against libasan" >&2
+# Every compiled module (_core.buffers, _core._ndbase, onednn._ops, ops._exec)
+# must be the instrumented one.
+mapfile -t SOS < <(find "$DIR/src/mxdeconv" -name '*.so' | sort)
+if [ "${#SOS[@]}" -eq 0 ]; then
+    echo "error: the build left no extension under $DIR/src/mxdeconv" >&2
     exit 1
 fi
+for SO in "${SOS[@]}"; do
+    if [[ "$(ldd "$SO")" != *libasan* ]]; then
+        echo "error: $SO is not linked against libasan" >&2
+        exit 1
+    fi
+done
 
 LIBASAN="$($CC -print-file-name=libasan.so)"
 export LD_PRELOAD="$LIBASAN"
@@ -50,7 +59,7 @@ export MXDECONV_FUZZ_EXAMPLES="${MXDECONV_FUZZ_EXAMPLES:-200}"
 echo "== pytest under ASan/UBSan (LD_PRELOAD=$LIBASAN)"
 cd "$DIR/src"
 status=0
-python -c "import mxdeconv, mxdeconv._ops as o; print(o.__file__, mxdeconv.runtime_info())"
+python -c "import mxdeconv, mxdeconv.onednn._ops as o; print(o.__file__, mxdeconv.runtime_info())"
 python -m pytest -q -p no:cacheprovider "${@:-tests}" || status=$?
 
 reports=$(ls "$LOGS" 2>/dev/null | wc -l)

@@ -2,7 +2,7 @@
 # Run the test suite against the mxdeconv installed in the current Python
 # environment (a wheel, an sdist install), not against the source tree.
 #
-#   scripts/test_installed.sh [SOURCE_ROOT] [pytest arguments...]
+#   scripts/qa/test_installed.sh [SOURCE_ROOT] [pytest arguments...]
 #
 # `python` on PATH is the environment under test: it needs mxdeconv and the
 # `test` extra installed.  tests/ (and scripts/, whose recorded MXNet cases
@@ -15,7 +15,7 @@
 # marked source_tree (they read docs/ or pyproject.toml; skipped with that
 # reason).  Fails if the mxdeconv that Python imports is not an installed one.
 set -euo pipefail
-root=$(cd "${1:-$(dirname "$0")/..}" && pwd)
+root=$(cd "${1:-$(dirname "$0")/../..}" && pwd)
 shift || true
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -16,7 +16,7 @@
    by 2 threads (OpenMP limited to 1 thread each); the speed-up is about 2 on
    two free cores when compute runs without the GIL, 1 when it does not.
 
-    python scripts/gil_release.py [--seconds 3] [--json out.json]
+    python scripts/qa/gil_release.py [--seconds 3] [--json out.json]
 
 Timings depend on the machine's load; run it on an idle machine.
 """
@@ -30,7 +30,7 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # one core per Python thread
 
 import numpy as np  # noqa: E402

@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """How accurate is bfloat16?  Measured on realistic layers, against float64.
 
-    python scripts/bf16_accuracy.py            # the table docs/bfloat16.rst shows
-    python scripts/bf16_accuracy.py --json bf16.json
+    python scripts/qa/bf16_accuracy.py            # the table docs/bfloat16.rst shows
+    python scripts/qa/bf16_accuracy.py --json bf16.json
 
 For each layer (a DCGAN generator layer, FCN 2x upsampling, 1-D audio, 3-D)
 it draws float32 data, weight, bias and output gradient (weights scaled like
