@@ -1,7 +1,7 @@
 """MXNet's ``BatchNorm`` operator on NDArrays (``nd.BatchNorm``), recorded by
 autograd, with MXNet 1.9.1's semantics (``src/operator/nn/batch_norm.cc`` and
 its oneDNN twin, checked against MXNet itself by
-``scripts/make_mxnet_batchnorm_fixtures.py``):
+``scripts/fixtures/make_mxnet_batchnorm_fixtures.py``):
 
 * **training** (``autograd.is_training()``, i.e. inside ``autograd.record()``,
   and ``use_global_stats=False``): each channel (``axis``) is normalised with
