@@ -396,8 +396,8 @@ def explain(data: Any, weight: Any, bias: Any = None, train: Optional[bool] = No
 
 def _threads_source() -> str:
     """Where the process's thread count came from (the oneDNN extension's word)."""
-    from mxdeconv.onednn._loader import ops
-    return ops.num_threads_source() if ops is not None else "unknown"
+    from mxdeconv.onednn._loader import extension
+    return extension.num_threads_source() if extension is not None else "unknown"
 
 
 if _exec is not None:
