@@ -1,4 +1,5 @@
-"""Timing hooks for the benchmark: oneDNN's primitives alone, no Python around them.
+"""Timing oneDNN's primitives alone, no Python around them (what the benchmark
+sets beside the public API), and what the planner chose for a call.
 
 These run the very plans that ``nd.Deconvolution`` uses for a call (chosen and
 checked by the planner), in a C loop over buffers already in the primitives'
