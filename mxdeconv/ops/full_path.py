@@ -5,7 +5,7 @@ call; every other call comes here, with the key its prepared call would have.
 :mod:`~mxdeconv.ops.validation` checks everything before a buffer is written,
 the registry picks the implementation (oneDNN when its support check passes,
 else NumPy), results reach ``out=``/``grads=`` targets through
-:mod:`~mxdeconv.ops.outputs`, and a oneDNN call leaves a prepared call
+:mod:`~mxdeconv.ndarray.results`, and a oneDNN call leaves a prepared call
 (``_exec``) behind for the next one.
 
 This module imports downward only (``_exec`` through ``onednn_impl``); the
@@ -24,7 +24,7 @@ from . import numpy_impl, onednn_impl, provisional, registry
 from mxdeconv.onednn import planner
 from mxdeconv.autograd import tape
 from mxdeconv._core.errors import MXNetError
-from .outputs import aliased, store_result
+from mxdeconv.ndarray.results import aliased, store_result
 from mxdeconv.ndarray.ndarray import NDArray
 from .validation import (
     BACKWARD, as_input, check_array, check_name, check_req, check_target, make_call)
