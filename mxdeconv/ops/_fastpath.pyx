@@ -18,11 +18,14 @@ The imports run one way: this module imports the full path, which imports
 ``full_path.full_forward`` at call time (one attribute lookup, as before):
 tests wrap it there to count the calls that take it.
 """
+cimport cython
 cimport numpy as cnp
 from cpython.dict cimport PyDict_Next
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_New, PyTuple_SET_ITEM
+
+from typing import Any, Optional, Sequence, Tuple, Union
 
 from mxdeconv.onednn._ops cimport ThreadState, thread_count, thread_state
 from mxdeconv.onednn import planner
@@ -166,8 +169,10 @@ cdef inline bint expired(Serving serving):
 # ----------------------------------------------------------------------------
 # The entries
 # ----------------------------------------------------------------------------
-def Deconvolution(data, weight, bias=None, out=None, req="write", train=None, name=None,
-                  **params):
+@cython.annotation_typing(False)  # the annotations document; they type nothing
+def Deconvolution(data: Any, weight: Any, bias: Any = None, out: Optional[NDArray] = None,
+                  req: str = "write", train: Optional[bool] = None,
+                  name: Optional[str] = None, **params: Any) -> Optional[NDArray]:
     """Transposed convolution with MXNet 1.9.1's ``Deconvolution`` semantics.
 
     Args:
@@ -213,8 +218,12 @@ def Deconvolution(data, weight, bias=None, out=None, req="write", train=None, na
     return result
 
 
-def Deconvolution_backward(out_grad, data, weight, bias=None, req="write", grads=None,
-                           train=True, name=None, **params):
+@cython.annotation_typing(False)
+def Deconvolution_backward(out_grad: Any, data: Any, weight: Any, bias: Any = None,
+                           req: Union[str, Sequence[str]] = "write",
+                           grads: Optional[Sequence[Optional[NDArray]]] = None,
+                           train: Optional[bool] = True, name: Optional[str] = None,
+                           **params: Any) -> Tuple[Optional[NDArray], ...]:
     """Gradients of :func:`Deconvolution`: ``(data_grad, weight_grad, bias_grad)``.
 
     Args:
