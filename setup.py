@@ -63,6 +63,9 @@ extensions = [
     # NDArrays in and out of oneDNN plans, and prepared calls: reaches oneDNN
     # only through _ops' C-level interface (_ops.pxd).
     Extension("mxdeconv.ops._exec", sources=["mxdeconv/ops/_exec.pyx"], **COMMON),
+    # The public entries (Deconvolution, Deconvolution_backward): the prepared
+    # call of a repeated signature (through _exec.pxd), else the full path.
+    Extension("mxdeconv.ops._fastpath", sources=["mxdeconv/ops/_fastpath.pyx"], **COMMON),
 ]
 
 

@@ -32,7 +32,7 @@ NOTES = {
              "away by pad, which a "
              "direct algorithm skips, so GFLOP/s and %peak overstate the arithmetic done "
              "by 1/useful_fraction (shown per layer) and %peak can exceed 100%",
-    "raw": "raw = mxdeconv.ops.bench_hooks.raw_{forward,backward}_seconds (the cached oneDNN "
+    "raw": "raw = mxdeconv.ops.primitive_timing.raw_{forward,backward}_seconds (the cached oneDNN "
            "primitives in a C loop); the +asnumpy row compares with the raw inference "
            "forward, raw fwd+bwd is one training forward plus one backward per sample",
     "overhead": "overhead_us = contender median - raw median on the tiny layer",

@@ -6,7 +6,7 @@
   where the weight is cached in its blocked layout after the first call).
   With ``impl="numpy"`` the same steps run inside
   ``mxdeconv.use_impl("numpy")``: the fallback, for scale.
-* :class:`RawOneDNN` calls ``mxdeconv.ops.bench_hooks.raw_forward_seconds`` and
+* :class:`RawOneDNN` calls ``mxdeconv.ops.primitive_timing.raw_forward_seconds`` and
   ``raw_backward_seconds``, which return per-iteration seconds of the bare
   oneDNN primitives; the per-call overhead is the API's time minus these.
 
@@ -202,7 +202,7 @@ class MXDeconvAPI:
         """The planner's choices for the case, in both modes (already made by the
         measured calls, so this costs no tuning)."""
         try:
-            hooks = importlib.import_module("mxdeconv.ops.bench_hooks")
+            hooks = _primitive_timing()
             with self._mode(False)():
                 chosen = {"inference": hooks.plan_summary(
                     inputs.data, inputs.weight, inputs.bias, False, **case.kwargs)}
@@ -217,8 +217,17 @@ class MXDeconvAPI:
         pass
 
 
+def _primitive_timing() -> Any:
+    """``mxdeconv.ops.primitive_timing`` (``mxdeconv.ops.bench_hooks`` in an older
+    mxdeconv, which a comparison run may have installed)."""
+    try:
+        return importlib.import_module("mxdeconv.ops.primitive_timing")
+    except ImportError:
+        return importlib.import_module("mxdeconv.ops.bench_hooks")
+
+
 class RawOneDNN:
-    """``mxdeconv.ops.bench_hooks.raw_{forward,backward}_seconds`` (bare primitives).
+    """``mxdeconv.ops.primitive_timing.raw_{forward,backward}_seconds`` (bare primitives).
 
     Called as ``raw_forward_seconds(data, weight, bias, repeats, training=...,
     **kwargs)`` and ``raw_backward_seconds(data, weight, bias, repeats,
@@ -239,13 +248,14 @@ class RawOneDNN:
             self._problem: Optional[str] = "n/a (mxdeconv not importable)"
             return
         try:
-            self._hooks = importlib.import_module("mxdeconv.ops.bench_hooks")
+            self._hooks = _primitive_timing()
         except Exception as exc:  # noqa: BLE001
-            self._problem = f"n/a (mxdeconv.ops.bench_hooks: {short_error(exc)})"
+            self._problem = f"n/a (mxdeconv.ops.primitive_timing: {short_error(exc)})"
             return
         missing = [n for n in ("raw_forward_seconds", "raw_backward_seconds")
                    if not hasattr(self._hooks, n)]
-        self._problem = f"n/a (bench_hooks lacks {', '.join(missing)})" if missing else None
+        self._problem = (f"n/a (primitive_timing lacks {', '.join(missing)})" if missing
+                         else None)
 
     def status(self) -> Optional[str]:
         return self._problem

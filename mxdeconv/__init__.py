@@ -19,7 +19,7 @@ from .ndarray import random
 from .autograd import is_training, predict_mode, set_training, train_mode
 from .onednn._loader import ERROR as EXTENSION_ERROR
 from .onednn._loader import OPENMP_WAIT as _OPENMP_WAIT
-from .onednn._loader import ops as _ops
+from .onednn._loader import extension as _ops
 from ._core.errors import Float16OverflowWarning, KernelDefectWarning, MXNetError
 from ._core.context import Context, cpu, current_context, gpu
 from .ops.deconvolution import explain

@@ -140,7 +140,7 @@ def _layers():
 def _time_pass(what: str, training: bool, geom, threads: int) -> Optional[Dict[str, Any]]:
     from mxdeconv.onednn import kernel_check
     from mxdeconv.onednn import planner as plans
-    from mxdeconv.onednn._loader import ops
+    from mxdeconv.onednn._loader import extension as ops
     costs = plans._Costs()
     dtype = "float32"
     if what == "forward":
@@ -210,7 +210,7 @@ def _time_pass(what: str, training: bool, geom, threads: int) -> Optional[Dict[s
 
 
 def worker(threads: int, out: str) -> None:
-    from mxdeconv.onednn._loader import ops
+    from mxdeconv.onednn._loader import extension as ops
     from mxdeconv.semantics.attributes import infer_geometry, parse_params
     ops.set_num_threads(threads)
     records = []
@@ -362,7 +362,7 @@ def _timed(families: Optional[List[str]], thread_counts: List[int]) -> List[Dict
     """Every family's and thread count's records, each timed by a worker process
     (``ONEDNN_MAX_CPU_ISA`` set before oneDNN loads)."""
     if families is None:
-        from mxdeconv.onednn._loader import ops
+        from mxdeconv.onednn._loader import extension as ops
         native = ops.cpu_isa()
         families = ["DEFAULT"] + (["AVX512_CORE"] if native.startswith("avx512_core_")
                                   else []) + (["AVX2"] if "avx512" in native else [])
@@ -408,7 +408,7 @@ def main() -> None:
         records = _merged([json.loads(Path(f).read_text()) for f in args.tables_in])
     else:
         records = _timed(args.families, args.threads)
-    from mxdeconv.onednn._loader import ops
+    from mxdeconv.onednn._loader import extension as ops
     accuracy = evaluate(records)
     made = dict(date=datetime.date.today().isoformat(), machine=cpu_name(),
                 cores=os.cpu_count(), onednn=ops.onednn_version(),

@@ -93,13 +93,14 @@ def load_extension(environ: MutableMapping[str, str] = os.environ) -> Any:
     return _ops
 
 
-#: The extension module, or None when it failed to load (``ERROR`` says why:
-#: reported by runtime_info(), explain() and the support check).
-ops: Any = None
+#: The extension module (``onednn._ops``), or None when it failed to load
+#: (``ERROR`` says why: reported by runtime_info(), explain() and the support
+#: check).
+extension: Any = None
 ERROR: Optional[str] = None
 #: GNU OpenMP's wait policy in this process, in words (runtime_info()).
 OPENMP_WAIT = "unknown"
 try:
-    ops = load_extension()
+    extension = load_extension()
 except ImportError as error:
     ERROR = f"the oneDNN extension failed to load: {error}"

@@ -1,3 +1,4 @@
-"""Operators on NDArrays: Deconvolution (validation, dispatch to oneDNN or
-the NumPy path, outputs, the compiled hot path) and Activation.
+"""Operators on NDArrays: Deconvolution (its compiled entries and prepared
+calls; the full path: validation, dispatch to oneDNN or the NumPy path),
+Activation and BatchNorm.
 """

@@ -1,5 +1,5 @@
-"""Type stubs for the compiled hot path (``mxdeconv/_exec.pyx``): NDArrays in
-and out of oneDNN plans, and prepared calls."""
+"""Type stubs for ``mxdeconv/ops/_exec.pyx``: NDArrays in and out of oneDNN
+plans, and prepared calls."""
 from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 from mxdeconv.onednn._ops import BackwardDataPlan, BackwardWeightsPlan, ForwardPlan
@@ -10,13 +10,6 @@ _Grads = Tuple[Optional[NDArray], Optional[NDArray], Optional[NDArray]]
 
 class Output:
     """Where a primitive writes one result, and how it reaches its target."""
-
-
-class Miss:
-    """No prepared call for a signature; ``key`` is where to keep one (or None)."""
-
-    @property
-    def key(self) -> Optional[Tuple[Any, ...]]: ...
 
 
 class Serving:
@@ -56,12 +49,4 @@ def deconv_backward(data_plan: BackwardDataPlan, weights_plan: BackwardWeightsPl
                     out_grad: NDArray, data: NDArray, weight: NDArray,
                     grads: Tuple[Any, ...], accumulate: Tuple[bool, ...],
                     needed: Tuple[bool, ...]) -> _Grads: ...
-def forward(data: Any, weight: Any, bias: Any, out: Any, req: Any, train: Any,
-            params: Dict[str, Any], act_type: Optional[str] = ...) -> Union[NDArray, Miss]: ...
-def Deconvolution(data: Any, weight: Any, bias: Any = ..., out: Optional[NDArray] = ...,
-                  req: str = ..., train: Optional[bool] = ..., name: Optional[str] = ...,
-                  **params: Any) -> Optional[NDArray]: ...
-def Deconvolution_backward(out_grad: Any, data: Any, weight: Any, bias: Any = ...,
-                           req: Any = ..., grads: Any = ..., train: Optional[bool] = ...,
-                           name: Optional[str] = ..., **params: Any) -> _Grads: ...
 def keep(key: Tuple[Any, ...], prepared: Union[PreparedForward, PreparedBackward]) -> None: ...

@@ -1,5 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, embedsignature=True
-"""Running oneDNN plans on NDArrays, and the prepared-call fast path.
+"""Running oneDNN plans on NDArrays, and prepared calls.
 
 This is the glue between the NDArray layer and the oneDNN layer (``_ops``,
 which speaks buffers and descriptors only): it moves arrays into the layouts a
@@ -7,32 +7,23 @@ plan wants (``input_buffer``), keeps inference weights in them
 (``weight_buffer``), writes results into targets (``Output``) and runs the
 plans with the GIL released.
 
-It also holds the hot path of a repeated call.  Everything that depends only
-on a call's *signature* (its parameters, the shapes and dtypes of its arrays,
-the mode, ``req``, the thread count, the dispatch switches and the tuner's
-switch) is validated
-and planned once by ``deconvolution.py`` and kept here as a prepared call in
-this thread's cache; a call with a known signature checks only what can
-change between calls (which arrays alias, their layouts) and runs its plan.
+It also holds the prepared calls: everything that depends only on a call's
+*signature* (its parameters, the shapes and dtypes of its arrays, the mode,
+``req``, the thread count, the dispatch switches and the tuner's switch) is
+validated and planned once by the full path (``ops.full_path``), which keeps
+the result here (``keep``) as a prepared call in this thread's cache; the
+compiled entries (``ops._fastpath``) find it there and run it.  This module
+imports nothing of the package above it: the full path imports it, and the
+entries cimport its declarations (``_exec.pxd``).
 """
 cimport numpy as cnp
-from cpython.dict cimport PyDict_Next
-from cpython.object cimport PyObject
-from cpython.ref cimport Py_INCREF
-from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_New, PyTuple_SET_ITEM
 
 from mxdeconv.onednn._ops cimport (
-    BackwardDataPlan, BackwardWeightsPlan, ForwardPlan, Layout, MemoryDesc, ThreadState, data_ptr,
-    enter_threads, follow_load, leave_threads, new_buffer, new_plain_array, plain_view, reordered,
-    run_reorder, thread_count, thread_state)
+    BackwardDataPlan, BackwardWeightsPlan, ForwardPlan, Layout, MemoryDesc, data_ptr,
+    enter_threads, leave_threads, new_buffer, new_plain_array, plain_view, reordered, run_reorder,
+    thread_state)
 from mxdeconv._core.errors import MXNetError
-from mxdeconv.onednn import planner
-from . import registry, validation
-# The full path of a call the prepared call cannot serve: this package's Python
-# half, which imports this module while it loads (a circular import within the
-# package, resolved through sys.modules: only the functions' names are read, at
-# call time).
-from . import deconvolution
+from . import registry
 from mxdeconv.autograd import tape
 from mxdeconv._core._ndbase cimport NDArrayBase, new_ndarray
 from mxdeconv.ndarray.ndarray import NDArray
@@ -266,122 +257,13 @@ def deconv_backward(BackwardDataPlan data_plan not None,
 
 
 # ----------------------------------------------------------------------------
-# Prepared calls
+# Prepared calls (declared in _exec.pxd: ops._fastpath finds and runs them)
 # ----------------------------------------------------------------------------
-cdef class Miss:
-    """No prepared call for this signature: ``key`` is where to keep one (None
-    when the call cannot be keyed, e.g. list or float parameters, NumPy inputs)."""
-    cdef readonly object key
-
-
-cdef Miss miss(key):
-    cdef Miss m = Miss.__new__(Miss)
-    m.key = key
-    return m
-
-
-cdef long params_bools(dict params) except -2:
-    """Whether the parameters can key a cache as they are (-1: no), and which of
-    them are bools (a bit each).  A float equals an int (3.0 == 3) and a bool
-    equals 0 or 1, yet only some of them are valid: exact ints, strs and None,
-    and tuples of exact ints are keyed as they are; bools are marked, so True
-    and 1 stay apart; anything else (floats, lists, NumPy scalars) is not keyed."""
-    cdef long position = 0, bools = 0
-    if len(params) >= 8 * sizeof(long) - 1:  # one bit each: more would shift past a long
-        return -1
-    for value in params.values():
-        kind = type(value)
-        if kind is tuple:
-            for entry in <tuple>value:
-                if type(entry) is not int:
-                    return -1
-        elif kind is bool:
-            bools |= 1L << position
-        elif not (kind is int or kind is str or value is None):
-            return -1
-        position += 1
-    return bools
-
-
-cdef inline bint usable(arr):
-    """An NDArray whose default-layout buffer, if any, is C-contiguous (anything
-    else goes to the full path, which copies or refuses it)."""
-    if type(arr) is not NDArray:
-        return False
-    buffer, layout = (<NDArrayBase>arr)._state
-    return layout is not None or cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>buffer)
-
-
-cdef bint overlaps(NDArrayBase a, NDArrayBase b):
-    """Whether two NDArrays' buffers may share memory (both are single blocks)."""
-    if a is b:
-        return True
-    cdef cnp.ndarray x = a._state[0]
-    cdef cnp.ndarray y = b._state[0]
-    cdef char *x0 = <char *>cnp.PyArray_DATA(x)
-    cdef char *y0 = <char *>cnp.PyArray_DATA(y)
-    return x0 < y0 + cnp.PyArray_NBYTES(y) and y0 < x0 + cnp.PyArray_NBYTES(x)
-
-
-cdef bint writable_target(target):
-    """A target the fast path may write: an NDArray whose default-layout buffer
-    is writeable and C-contiguous (anything else goes to the full checks)."""
-    if type(target) is not NDArray:
-        return False
-    buffer, layout = (<NDArrayBase>target)._state
-    return layout is not None or (cnp.PyArray_ISWRITEABLE(<cnp.ndarray>buffer)
-                                  and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>buffer))
-
-
-cdef LRU_KEY_FORWARD = "forward call"
-cdef LRU_KEY_BACKWARD = "backward call"
 # This thread's modes and dispatch switches (threading.local objects, read
 # once per call, without a Python function call).
 cdef object _modes = tape.modes
 cdef object _dispatch = registry.dispatch
 cdef object ONEDNN = registry.ONEDNN
-
-
-cdef inline long dtype_code(dt):
-    """A dtype as an int for a cache key: its type number and byte order.
-    Hashing a NumPy dtype rebuilds a tuple of its fields on every call (about
-    50 ns, three times per key), where an int hashes to itself.  A native
-    builtin dtype is its type number alone: a small int, which CPython keeps
-    one object of, so the key lookup compares it by identity."""
-    cdef int type_num = (<cnp.dtype>dt).type_num
-    cdef char order = (<cnp.dtype>dt).byteorder
-    if order == b'=' or order == b'|':
-        return type_num
-    return type_num + (<long>order << 16)
-
-
-cdef tuple flat_key(tuple head, dict params):
-    """``head`` followed by each parameter's name and value, in one flat tuple:
-    a dict lookup compares a nested tuple through one more call per level."""
-    cdef Py_ssize_t size = len(head), i, position = 0
-    cdef PyObject *name
-    cdef PyObject *value
-    cdef tuple key = PyTuple_New(size + 2 * len(params))
-    for i in range(size):
-        item = <object>PyTuple_GET_ITEM(head, i)
-        Py_INCREF(item)
-        PyTuple_SET_ITEM(key, i, item)
-    i = size
-    while PyDict_Next(params, &position, &name, &value):
-        Py_INCREF(<object>name)
-        PyTuple_SET_ITEM(key, i, <object>name)
-        Py_INCREF(<object>value)
-        PyTuple_SET_ITEM(key, i + 1, <object>value)
-        i += 2
-    return key
-
-
-cdef inline object shape_code(NDArrayBase arr):
-    return None if arr is None else arr._shape
-
-
-cdef inline object dtype_code_of(NDArrayBase arr):
-    return None if arr is None else dtype_code(arr._dtype)
 
 
 cdef class Serving:
@@ -391,31 +273,15 @@ cdef class Serving:
     finish_tuning() ran: the full path then takes the new choice).  When it
     runs out, the next call takes the full path, where the planner runs the
     unit of tuning those calls paid for (``planner.serve``)."""
-    cdef public long calls_left
-    cdef public object generation
 
     def __cinit__(self):
         self.calls_left = -1
-
-
-cdef inline bint expired(Serving serving):
-    """Count one call on a limited prepared call; True when it has run out."""
-    if serving.calls_left < 0:
-        return False
-    if serving.calls_left == 0 or serving.generation != planner.settlements:
-        return True
-    serving.calls_left -= 1
-    return False
 
 
 cdef class PreparedForward:
     """A validated, planned forward signature on the oneDNN path.  With an
     ``act_type`` (the plan applies it) ``record(result, inputs, params,
     act_type)`` records the call on the tape."""
-    cdef ForwardPlan plan
-    cdef bint training, accumulate
-    cdef object req, act_type, record
-    cdef readonly Serving serving
 
     def __init__(self, ForwardPlan plan not None, bint training, bint accumulate, req,
                  act_type=None, record=None):
@@ -438,58 +304,6 @@ cdef class PreparedForward:
         return result
 
 
-def forward(data, weight, bias, out, req, train, dict params, act_type=None):
-    """A Deconvolution forward (followed by the activation ``act_type``, if not
-    None) through its prepared call, or a Miss saying where to keep one once
-    the full path has validated and planned the signature."""
-    return prepared_forward(data, weight, bias, out, req, train, params, act_type)
-
-
-cdef object prepared_forward(data, weight, bias, out, req, train, dict params, act_type):
-    if type(req) is not str or (train is not None and type(train) is not bool):
-        return miss(None)
-    if not (usable(data) and usable(weight) and (bias is None or usable(bias))):
-        return miss(None)
-    if out is not None and not writable_target(out):
-        return miss(None)
-    cdef long bools = params_bools(params)
-    if bools < 0:
-        return miss(None)
-    follow_load()       # the team may shrink or grow with the machine's load
-    cdef ThreadState state = thread_state()
-    cdef NDArrayBase d = data, w = weight
-    key = flat_key((LRU_KEY_FORWARD, bools, d._shape, dtype_code(d._dtype), w._shape,
-                    dtype_code(w._dtype), shape_code(bias), dtype_code_of(bias),
-                    shape_code(out), dtype_code_of(out), req,
-                    _modes.training if train is None else train, thread_count(state),
-                    _dispatch.forced, registry.onednn_on, planner.tuning_on, act_type),
-                   params)
-    prepared = state.cache.get(key)
-    if prepared is None or expired((<PreparedForward>prepared).serving):
-        return miss(key)
-    if out is not None:
-        if (overlaps(out, data) or overlaps(out, weight)
-                or (bias is not None and overlaps(out, bias))):
-            return miss(None)   # out= aliasing an input: the full path computes first
-        tape.check_assignable("out", out)
-    return (<PreparedForward>prepared).execute(data, weight, bias, out, params)
-
-
-def Deconvolution(data, weight, bias=None, out=None, req="write", train=None, name=None,
-                  **params):
-    """``deconvolution.Deconvolution`` compiled: a repeated call reaches its
-    prepared call without a Python frame or CPython's keyword binding (about
-    half a microsecond of a tiny layer's call); any other call goes on to the
-    full path with the key the prepared call would have."""
-    if name is not None and type(name) is not str:
-        validation.check_name(name)
-    result = prepared_forward(data, weight, bias, out, req, train, params, None)
-    if type(result) is Miss:
-        return deconvolution.full_forward((<Miss>result).key, data, weight, bias, out, req,
-                                          train, params)
-    return result
-
-
 def keep(key, prepared):
     """Keep ``prepared`` as this thread's prepared call for ``key``."""
     thread_state().cache.put(key, prepared)
@@ -497,10 +311,6 @@ def keep(key, prepared):
 
 cdef class PreparedBackward:
     """A validated, planned backward signature on the oneDNN path."""
-    cdef BackwardDataPlan data_plan
-    cdef BackwardWeightsPlan weights_plan
-    cdef tuple accumulate, needed
-    cdef readonly Serving serving
 
     def __init__(self, BackwardDataPlan data_plan not None,
                  BackwardWeightsPlan weights_plan not None, tuple reqs):
@@ -519,75 +329,3 @@ cdef class PreparedBackward:
                                grads, self.accumulate, self.needed)
         _dispatch.last = ONEDNN
         return results
-
-
-def Deconvolution_backward(out_grad, data, weight, bias=None, req="write", grads=None,
-                           train=True, name=None, **params):
-    """``deconvolution.Deconvolution_backward`` compiled, as
-    :func:`Deconvolution` is."""
-    if name is not None and type(name) is not str:
-        validation.check_name(name)
-    result = prepared_backward(out_grad, data, weight, bias, req, grads, train, params)
-    if type(result) is Miss:
-        return deconvolution.full_backward((<Miss>result).key, out_grad, data, weight, bias,
-                                           req, grads, train, params)
-    return result
-
-
-cdef object prepared_backward(out_grad, data, weight, bias, req, grads, train, dict params):
-    if train is not None and type(train) is not bool:
-        return miss(None)
-    if type(req) is str:
-        reqs = (req, req, req)
-    elif type(req) is tuple or type(req) is list:
-        reqs = tuple(req)
-        for r in reqs:
-            if type(r) is not str:
-                return miss(None)
-    else:
-        return miss(None)
-    if grads is None:
-        targets = (None, None, None)
-    elif type(grads) is tuple or type(grads) is list:
-        targets = tuple(grads)
-    else:
-        return miss(None)
-    if not (usable(out_grad) and usable(data) and usable(weight)
-            and (bias is None or usable(bias))) or len(targets) != 3:
-        return miss(None)
-    cdef long bools = params_bools(params)
-    if bools < 0:
-        return miss(None)
-    target_sigs = []
-    for target in targets:
-        if target is None:
-            target_sigs.append(None)
-        elif not writable_target(target):
-            return miss(None)
-        else:
-            target_sigs.append(((<NDArrayBase>target)._shape,
-                                dtype_code((<NDArrayBase>target)._dtype)))
-    follow_load()       # the team may shrink or grow with the machine's load
-    cdef ThreadState state = thread_state()
-    cdef NDArrayBase g = out_grad, d = data, w = weight
-    key = flat_key((LRU_KEY_BACKWARD, bools, g._shape, dtype_code(g._dtype), d._shape,
-                    dtype_code(d._dtype), w._shape, dtype_code(w._dtype), shape_code(bias),
-                    dtype_code_of(bias), reqs, tuple(target_sigs),
-                    _modes.training if train is None else train, thread_count(state),
-                    _dispatch.forced, registry.onednn_on, planner.tuning_on),
-                   params)
-    prepared = state.cache.get(key)
-    if prepared is None or expired((<PreparedBackward>prepared).serving):
-        return miss(key)
-    inputs = (out_grad, data, weight)
-    for i in range(3):
-        target = targets[i]
-        if target is None:
-            continue
-        for other in inputs:
-            if overlaps(target, other):
-                return miss(None)   # the full path writes such targets last
-        for j in range(3):
-            if j != i and targets[j] is not None and overlaps(target, targets[j]):
-                return miss(None)
-    return (<PreparedBackward>prepared).execute(out_grad, data, weight, targets)

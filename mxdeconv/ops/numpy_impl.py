@@ -10,7 +10,7 @@ import numpy as np
 
 from mxdeconv.semantics import activations, deconv_numpy
 from mxdeconv._core.buffers import PHYSICAL_MEMORY
-from .outputs import FLOAT16, check_float16_overflow, final_values, plain, store
+from mxdeconv.ndarray.results import FLOAT16, check_float16_overflow, final_values, plain, store
 from mxdeconv.ndarray.ndarray import NDArray
 from .validation import Call
 

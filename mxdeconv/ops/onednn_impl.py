@@ -8,7 +8,7 @@ from typing import Optional, Sequence, Tuple
 
 from mxdeconv.onednn import planner
 from mxdeconv.onednn._loader import ERROR as EXTENSION_ERROR
-from mxdeconv.onednn._loader import ops as _ops
+from mxdeconv.onednn._loader import extension as onednn_ops
 from mxdeconv._core.dtypes import onednn_dtype_names, onednn_name
 from mxdeconv.ndarray.ndarray import NDArray
 from .validation import FORWARD, Call
@@ -20,7 +20,7 @@ except ImportError:  # the extension failed to load: EXTENSION_ERROR says why
 
 
 def supports(call: Call) -> Optional[str]:
-    if _ops is None:
+    if onednn_ops is None:
         return EXTENSION_ERROR
     dtype = onednn_name(call.dtype)
     if dtype is None:

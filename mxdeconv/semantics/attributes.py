@@ -460,7 +460,7 @@ def parse_params(kwargs: Mapping[str, Any]) -> DeconvolutionParam:
 
     Unknown keywords raise :class:`TypeError`, like a Python signature would.
     (A repeated call does not come here: its prepared call remembers the
-    result, see ``_exec.pyx``.)
+    result, see ``ops/_fastpath.pyx``.)
     """
     unknown = sorted(set(kwargs) - set(_FIELDS))
     if unknown:

@@ -5,7 +5,7 @@
 The sdist: what building needs (setup.py, pyproject.toml, MANIFEST.in, README,
 LICENSE, every .py/.pyx/.pxd/.pxi/.pyi of the package), never what a build
 leaves (generated C, compiled modules, bytecode).  The wheel: the package's
-modules, its four compiled extensions, .pxd/.pyi/py.typed, the plan database and the license,
+modules, its five compiled extensions, .pxd/.pyi/py.typed, the plan database and the license,
 never the Cython sources, generated C, tests or a vendored library; each
 extension's RUNPATH only ``$ORIGIN``-relative (no build-machine folder), and
 its libraries those docs/packaging.rst lists.  Reads the ELF files with
@@ -24,7 +24,7 @@ SOURCE_SUFFIXES = {".py", ".pyx", ".pxd", ".pxi", ".pyi"}
 SHIPPED_DATA = {"py.typed", "plan_db.json"}
 BUILD_LEFTOVERS = {".c", ".so", ".html", ".pyc", ".pyo"}
 COMPILED = ["mxdeconv/_core/buffers", "mxdeconv/_core/_ndbase", "mxdeconv/onednn/_ops",
-            "mxdeconv/ops/_exec"]
+            "mxdeconv/ops/_exec", "mxdeconv/ops/_fastpath"]
 #: What the extensions may link: glibc, oneDNN (from onednn-cpu-gomp) and the
 #: system's GNU OpenMP, the runtime oneDNN's library itself loads.
 ALLOWED_NEEDED = {"libc.so.6", "libm.so.6", "libpthread.so.0", "libdl.so.2",

@@ -20,7 +20,7 @@ import pytest
 
 import mxdeconv
 from mxdeconv import MXNetError, _ops, nd
-from mxdeconv.ops import deconvolution
+from mxdeconv.ops import _fastpath, deconvolution
 from mxdeconv.onednn import kernel_check
 from mxdeconv.onednn import planner as plans
 from mxdeconv.semantics.attributes import infer_geometry, parse_params
@@ -212,14 +212,30 @@ def test_a_direct_plan_runs_through_the_public_call_with_autograd():
         mxdeconv.clear_cache()
 
 
+#: The public entries' parameters (name, default), as documented.
+ENTRY_PARAMETERS = {
+    "Deconvolution": [("data", None), ("weight", None), ("bias", None), ("out", None),
+                      ("req", "write"), ("train", None), ("name", None), ("params", None)],
+    "Deconvolution_backward": [("out_grad", None), ("data", None), ("weight", None),
+                               ("bias", None), ("req", "write"), ("grads", None),
+                               ("train", True), ("name", None), ("params", None)],
+}
+
+
 def test_the_compiled_entry_points_are_the_documented_functions():
-    for name in ("Deconvolution", "Deconvolution_backward"):
+    """One definition per entry: the compiled function of ops._fastpath, with
+    the documented docstring and signature, re-exported by ops.deconvolution
+    and nd (no Python twin, nothing wrapped)."""
+    for name, parameters in ENTRY_PARAMETERS.items():
         entry = getattr(nd, name)
-        assert entry is getattr(deconvolution, name)
-        assert entry.__module__ == "mxdeconv.ops._exec" and entry.__name__ == name
-        documented = entry.__wrapped__
-        assert entry.__doc__ == documented.__doc__ and ":func:" in entry.__doc__
-        assert inspect.signature(entry) == inspect.signature(documented)
+        assert entry is getattr(deconvolution, name) is getattr(_fastpath, name)
+        assert entry.__module__ == "mxdeconv.ops._fastpath" and entry.__name__ == name
+        assert not hasattr(entry, "__wrapped__")
+        assert ":func:" in entry.__doc__ and ">>>" in entry.__doc__
+        signature = inspect.signature(entry)
+        assert [(p.name, None if p.default is p.empty else p.default)
+                for p in signature.parameters.values()] == parameters
+        assert list(signature.parameters.values())[-1].kind is inspect.Parameter.VAR_KEYWORD
     x = np.ones((1, 2, 3, 3), np.float32)
     w = np.ones((2, 2, 2, 2), np.float32)
     for bad in (3, b"y"):

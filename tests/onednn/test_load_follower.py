@@ -223,7 +223,7 @@ def test_a_process_follows_the_load_with_the_same_results(tmp_path):
         import numpy as np
         import mxdeconv
         from mxdeconv import nd
-        from mxdeconv.onednn._loader import ops
+        from mxdeconv.onednn._loader import extension as ops
         follower = ops.load_follower()
         assert follower is not None and follower.most >= 2, follower
         assert "following the load" in mxdeconv.runtime_info()["num_threads_source"]
@@ -260,7 +260,7 @@ def test_a_process_follows_the_load_with_the_same_results(tmp_path):
 def test_no_follower_where_the_count_is_not_the_default(tmp_path, env, why):
     result = run_fresh("""
         import mxdeconv
-        from mxdeconv.onednn._loader import ops
+        from mxdeconv.onednn._loader import extension as ops
         print(ops.load_follower(), mxdeconv.runtime_info()["num_threads_source"])
     """, tmp_path, **env)
     assert result.returncode == 0, result.stderr
@@ -273,7 +273,7 @@ def test_no_follower_where_the_count_is_not_the_default(tmp_path, env, why):
 def test_junk_in_the_switch_warns_and_follows(tmp_path):
     result = run_fresh("""
         import mxdeconv
-        from mxdeconv.onednn._loader import ops
+        from mxdeconv.onednn._loader import extension as ops
         print(ops.load_follower() is not None)
     """, tmp_path, MXDECONV_FOLLOW_LOAD="sometimes", OMP_NUM_THREADS=None)
     assert result.returncode == 0, result.stderr

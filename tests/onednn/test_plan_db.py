@@ -15,7 +15,7 @@ from mxdeconv import KernelDefectWarning, nd
 from mxdeconv.onednn import plan_db
 from mxdeconv.onednn import planner as plans
 from mxdeconv.onednn.planner import confirm
-from mxdeconv.onednn._loader import ops as _ops
+from mxdeconv.onednn._loader import extension as _ops
 from mxdeconv.semantics import deconv_numpy
 from mxdeconv.semantics.attributes import infer_geometry, parse_params
 from helpers import planner_afresh

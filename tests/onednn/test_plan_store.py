@@ -278,7 +278,7 @@ def test_a_kept_choice_is_built_from_its_variant_alone(tmp_path):
         import json
         import mxdeconv
         from mxdeconv import nd
-        from mxdeconv.onednn._loader import ops
+        from mxdeconv.onednn._loader import extension as ops
         real, calls = ops.forward_candidates, []
         def spy(*args, **kwargs):
             calls.append(kwargs.get("variant"))

@@ -20,7 +20,7 @@ import mxdeconv
 from mxdeconv import KernelDefectWarning
 from mxdeconv.onednn import plan_store
 from mxdeconv.onednn import planner as plans
-from mxdeconv.onednn._loader import ops as _ops
+from mxdeconv.onednn._loader import extension as _ops
 from mxdeconv.semantics.attributes import infer_geometry, parse_params
 from helpers import CHOOSE, planner_afresh, run_fresh
 from planted import WrongCandidate, WrongPlan

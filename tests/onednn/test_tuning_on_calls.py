@@ -252,14 +252,14 @@ def test_a_new_process_takes_the_kept_first_choice_without_a_check(tmp_path):
 @pytest.fixture
 def full_paths(monkeypatch):
     """Counts the forward calls that took the full (validating, planning) path."""
-    from mxdeconv.ops import deconvolution
+    from mxdeconv.ops import full_path
     counts = {"forward": 0}
-    real = deconvolution.full_forward
+    real = full_path.full_forward
 
     def forward(*args):
         counts["forward"] += 1
         return real(*args)
-    monkeypatch.setattr(deconvolution, "full_forward", forward)
+    monkeypatch.setattr(full_path, "full_forward", forward)
     yield counts
 
 

@@ -19,7 +19,7 @@ from mxdeconv import KernelDefectWarning, autograd, nd
 from mxdeconv.onednn import kernel_check, result_check
 from mxdeconv.onednn import planner as plans
 from mxdeconv.onednn.planner import confirm
-from mxdeconv.ops import onednn_impl
+from mxdeconv.ops import _exec  # the running of plans, which onednn_impl calls at call time
 from mxdeconv.semantics import deconv_numpy
 from mxdeconv.semantics.attributes import infer_geometry, parse_params
 from helpers import expected_k3s2p1, layer_arrays, planner_afresh, run_threads
@@ -94,7 +94,7 @@ def _corrupt_first_results(monkeypatch, name):
     """Results of provisional plans get one more bias on output channel 5 (as
     oneDNN 3.2's brgconv_strided adds a fused bias) or, in backward, data_grad
     of input channel 3 doubled."""
-    real = getattr(onednn_impl._exec, name)
+    real = getattr(_exec, name)
     corrupted = []
 
     def wrong(*args):
@@ -111,7 +111,7 @@ def _corrupt_first_results(monkeypatch, name):
                 result[0]._plain()[:, 3] *= 2
                 corrupted.append(plan.impl)
         return result
-    monkeypatch.setattr(onednn_impl._exec, name, wrong)
+    monkeypatch.setattr(_exec, name, wrong)
     return corrupted
 
 
@@ -308,8 +308,8 @@ def _plant(monkeypatch, defect):
     """Provisional plans' results come back with ``defect`` (a defect the
     kernel check, with exact inputs, sees); returns the impls it was planted in."""
     planted = []
-    real_forward, real_backward = onednn_impl._exec.deconv_forward, \
-        onednn_impl._exec.deconv_backward
+    real_forward, real_backward = _exec.deconv_forward, \
+        _exec.deconv_backward
 
     def forward(plan, data, weight, bias, out, *rest):
         result = real_forward(plan, data, weight, bias, out, *rest)
@@ -326,8 +326,8 @@ def _plant(monkeypatch, defect):
                                result[0]._plain(), defect)
             planted.append(data_plan.impl)
         return result
-    monkeypatch.setattr(onednn_impl._exec, "deconv_forward", forward)
-    monkeypatch.setattr(onednn_impl._exec, "deconv_backward", backward)
+    monkeypatch.setattr(_exec, "deconv_forward", forward)
+    monkeypatch.setattr(_exec, "deconv_backward", backward)
     return planted
 
 

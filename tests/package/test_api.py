@@ -65,7 +65,7 @@ def small_case(dtype=np.float32, name="anisotropic_2d", seed=0):
 def test_extension_is_built():
     """Fails (never skips) when the oneDNN extension is missing or does not load."""
     ops = importlib.import_module("mxdeconv.onednn._ops")
-    assert mxdeconv.onednn._loader.ops is ops, mxdeconv.onednn._loader.ERROR
+    assert mxdeconv.onednn._loader.extension is ops, mxdeconv.onednn._loader.ERROR
     assert mxdeconv.runtime_info()["onednn_version"].startswith("3.2")
 
 

@@ -19,7 +19,7 @@ DOCS = ROOT / "docs"
 MODULES = ["mxdeconv", "mxdeconv.nd", "mxdeconv.ndarray.ndarray", "mxdeconv.autograd",
            "mxdeconv.ndarray.elementwise", "mxdeconv.gluon", "mxdeconv.gluon.parameter",
            "mxdeconv.ops.registry",
-           "mxdeconv.semantics.attributes", "mxdeconv.ops.deconvolution",
+           "mxdeconv.semantics.attributes", "mxdeconv.ops.deconvolution", "mxdeconv.ops._fastpath",
            "mxdeconv.io.ndarray_file", "mxdeconv.semantics.activations", "mxdeconv.ops.activation",
            # NDArray basics
            "mxdeconv.ndarray.methods", "mxdeconv.ndarray.numpy_protocols",

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.skipif(
     reason="tests an installed mxdeconv: run by scripts/qa/test_installed.sh")
 
 PACKAGE = Path(mxdeconv.__file__).resolve().parent
-COMPILED = ["_core/buffers", "_core/_ndbase", "onednn/_ops", "ops/_exec"]
+COMPILED = ["_core/buffers", "_core/_ndbase", "onednn/_ops", "ops/_exec", "ops/_fastpath"]
 
 
 def test_mxdeconv_is_imported_from_site_packages():

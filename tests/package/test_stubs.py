@@ -15,7 +15,7 @@ import pytest
 import mxdeconv
 
 PACKAGE = Path(mxdeconv.__file__).resolve().parent
-COMPILED = ["onednn._ops", "ops._exec", "_core.buffers", "_core._ndbase"]
+COMPILED = ["onednn._ops", "ops._exec", "ops._fastpath", "_core.buffers", "_core._ndbase"]
 
 
 def _stub(name):

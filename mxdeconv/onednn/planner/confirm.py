@@ -11,7 +11,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Optional, Tuple
 
 from .. import kernel_check, result_check
-from .._loader import ops as _ops
+from .._loader import extension as _ops
 from . import kept
 from .choice import Choice
 from .costs import _Costs

@@ -13,7 +13,7 @@ import time
 from typing import Any, Callable, Dict, FrozenSet, Iterable, Optional, Tuple, Union
 
 from .. import cpu_load, kernel_check, plan_db, plan_store
-from .._loader import ops as _ops
+from .._loader import extension as _ops
 from . import costs as pass_costs
 from . import kept
 from . import tuner as tuner_rules

@@ -8,7 +8,7 @@ import math
 import statistics
 from typing import Any, Dict, List
 
-from .._loader import ops as _ops
+from .._loader import extension as _ops
 
 #: Estimates shorter than this are taken again, the fastest run kept (noise
 #: matters more there; a long run is steady, and a second one would double

@@ -8,7 +8,7 @@ import warnings
 from typing import Any, Callable
 
 from .. import kernel_check
-from .._loader import ops as _ops
+from .._loader import extension as _ops
 from mxdeconv._core.errors import KernelDefectWarning
 from mxdeconv.semantics.attributes import DeconvGeometry
 

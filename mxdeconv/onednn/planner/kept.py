@@ -9,7 +9,7 @@ import math
 from typing import Any, Callable, Dict, FrozenSet, Iterable, Optional, Tuple
 
 from .. import kernel_check, plan_store
-from .._loader import ops as _ops
+from .._loader import extension as _ops
 from . import tuner
 from .choice import Choice, Measured, _found_at
 from .keys import PlanKey

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Generator, Iterable, List, Optional, Sequence, Tuple
 
 from .. import cpu_load
-from .._loader import ops as _ops
+from .._loader import extension as _ops
 from .choice import BackwardPlans, Choice, Measured, _found_at
 from .costs import _Costs
 from .defects import _warn

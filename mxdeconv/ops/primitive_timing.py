@@ -1,4 +1,5 @@
-"""Timing hooks for the benchmark: oneDNN's primitives alone, no Python around them.
+"""Timing oneDNN's primitives alone, no Python around them (what the benchmark
+sets beside the public API), and what the planner chose for a call.
 
 These run the very plans that ``nd.Deconvolution`` uses for a call (chosen and
 checked by the planner), in a C loop over buffers already in the primitives'
@@ -9,14 +10,14 @@ from __future__ import annotations
 from typing import Any, Dict, List
 
 from mxdeconv.onednn import planner
-from mxdeconv.onednn._loader import ops as _ops
+from mxdeconv.onednn._loader import extension as onednn_ops
 from mxdeconv._core.dtypes import onednn_name
 from .validation import BACKWARD, make_call
 
 
 def _plan(data: Any, weight: Any, bias: Any, params: dict, training: bool,
           purpose: str) -> Any:
-    if _ops is None:
+    if onednn_ops is None:
         raise ImportError("the oneDNN extension is not built")
     call = make_call(data, weight, bias, params, training, purpose)
     dtype = onednn_name(call.dtype)
@@ -34,15 +35,15 @@ def _plan(data: Any, weight: Any, bias: Any, params: dict, training: bool,
 def raw_forward_seconds(data: Any, weight: Any, bias: Any, repeats: int,
                         training: bool = False, **params: Any) -> List[float]:
     """Per-iteration seconds of the forward primitive(s) alone."""
-    return _ops.bench_raw(_plan(data, weight, bias, params, training, "forward"), repeats)
+    return onednn_ops.bench_raw(_plan(data, weight, bias, params, training, "forward"), repeats)
 
 
 def raw_backward_seconds(data: Any, weight: Any, bias: Any, repeats: int,
                          **params: Any) -> List[float]:
     """Per-iteration seconds of backward data + backward weights (and bias)."""
     plan = _plan(data, weight, bias, params, True, BACKWARD)
-    data_times = _ops.bench_raw(plan.data, repeats)
-    weight_times = _ops.bench_raw(plan.weights, repeats)
+    data_times = onednn_ops.bench_raw(plan.data, repeats)
+    weight_times = onednn_ops.bench_raw(plan.weights, repeats)
     return [a + b for a, b in zip(data_times, weight_times)]
 
 
