@@ -41,7 +41,8 @@ prefixed names such as ``conv0_weight`` and ``arg:conv0_weight``.
 from mxdeconv.initializer import (Constant, Initializer, MSRAPrelu, Mixed, Normal, One, Uniform,
                                   Xavier, Zero)
 from .parameter import Parameter, ParameterDict
-from .block import Block, HybridBlock, HybridSequential, Sequential
+from .block import Block, HybridBlock
+from .sequential import HybridSequential, Sequential
 from .layers import Conv1DTranspose, Conv2DTranspose, Conv3DTranspose
 # MXNet's gluon.nn: every layer (the ones above, BatchNorm, Activation, ...);
 # gluon.contrib.nn.Identity, where MXNet 1.9.1 keeps it.

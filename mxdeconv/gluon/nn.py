@@ -21,7 +21,8 @@ from .basic_layers import (
     ELU, GELU, SELU, Activation, Dropout, Flatten, HybridLambda, Identity, Lambda, LeakyReLU,
     PReLU, Swish)
 from .batchnorm import BatchNorm
-from .block import Block, HybridBlock, HybridSequential, Sequential
+from .block import Block, HybridBlock
+from .sequential import HybridSequential, Sequential
 from .layers import Conv1DTranspose, Conv2DTranspose, Conv3DTranspose
 
 __all__ = ["Activation", "BatchNorm", "Block", "Conv1DTranspose", "Conv2DTranspose",
