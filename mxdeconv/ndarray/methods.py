@@ -7,8 +7,9 @@
 result shapes, autograd); indexing goes to :mod:`mxdeconv.ndarray.indexing`.  This
 module only turns MXNet's arguments (``reshape``'s special values,
 ``exclude=``, ``inplace=``) into NumPy's.  :class:`NDArrayMethods` is mixed into
-NDArray (:mod:`mxdeconv.ndarray.ndarray`), whose class body holds the methods that
-hand NDArrays to those modules (the protocols, indexing, ``astype``, ``copyto``).
+NDArray (:mod:`mxdeconv.ndarray.ndarray`); the methods that hand NDArrays to those
+modules (the protocols, indexing, ``astype``, ``copyto``) are theirs, set on
+NDArray when the package is imported.
 """
 from __future__ import annotations
 
