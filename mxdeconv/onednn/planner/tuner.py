@@ -422,8 +422,8 @@ def _tuners(plan: Any, seconds: float) -> List[Tuple[_Tuner, float]]:
     plan or BackwardPlans), each with its part of a call's ``seconds`` (a
     backward call's time is split between its two passes)."""
     passes = (plan.weights, plan.data) if isinstance(plan, BackwardPlans) else (plan,)
-    return [(p.verdict.tuner, seconds / len(passes)) for p in passes
-            if p.verdict.tuner is not None]
+    return [(p.choice.tuner, seconds / len(passes)) for p in passes
+            if p.choice.tuner is not None]
 
 
 def ran(plan: Any, seconds: float) -> None:
