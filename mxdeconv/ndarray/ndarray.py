@@ -115,10 +115,6 @@ class NDArray(NDArrayMethods, NDArrayBase):
         layout = self._state[1]
         return DEFAULT_LAYOUT if layout is None else layout.name
 
-    @property
-    def is_default_layout(self) -> bool:
-        return self._state[1] is None
-
     # -- layout changes (atomic: see the module docstring) -------------------
     def _plain(self) -> np.ndarray:
         """The default-layout buffer, after turning a blocked one plain in place."""
@@ -636,13 +632,3 @@ def as_ndarray(value: Any, name: str) -> NDArray:
         return array(value, dtype=value.dtype)
     raise TypeError(f"{name} must be an NDArray or a NumPy array, "
                     f"got {type(value).__name__}")
-
-
-def __getattr__(name: str) -> Any:
-    """``BFLOAT16`` (the bfloat16 dtype or None), kept for code that imported it
-    from here; reading it imports ml_dtypes (see :mod:`mxdeconv._core.dtypes`)."""
-    if name == "BFLOAT16":
-        from mxdeconv._core.dtypes import bfloat16
-        return bfloat16()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
