@@ -31,7 +31,7 @@ from mxdeconv.semantics.attributes import DeconvGeometry
 
 def _env_tuning() -> Tuple[bool, bool]:
     """(tuning on, eager) from MXDECONV_TUNE: on/off, or "eager" (tune a new
-    layer to the end at its first call, as before the tuner ran on calls)."""
+    layer to the end at its first call instead of on its later calls)."""
     word = env_word("MXDECONV_TUNE", "on", extra=("eager",))
     return word != "off", word == "eager"
 
