@@ -322,9 +322,9 @@ class NDArray(NDArrayMethods, NDArrayBase):
         return detached
 
     # -- set by the modules that build on NDArray --------------------------------
-    # numpy_protocols.install() and indexing.install() set these on the class when
-    # the package is imported (mxdeconv/ndarray/__init__.py): this module never
-    # imports those, which import it.
+    # numpy_protocols.install(), indexing.install() and reductions.install() set
+    # these on the class when the package is imported (mxdeconv/ndarray/__init__.py):
+    # this module never imports those, which import it.
     if TYPE_CHECKING:
         def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any,
                             **kwargs: Any) -> Any: ...
@@ -335,6 +335,8 @@ class NDArray(NDArrayMethods, NDArrayBase):
         def copyto(self, other: Any) -> Any: ...
         def as_in_context(self, context: Any) -> Any: ...
         def _reshape_copy(self, shape: Any) -> "NDArray": ...
+        def argmax(self, axis: Any = None, keepdims: bool = False) -> Any: ...
+        def argmin(self, axis: Any = None, keepdims: bool = False) -> Any: ...
 
     # -- DLPack ---------------------------------------------------------------
     def __dlpack__(self, stream: Any = None, **kwargs: Any) -> Any:
