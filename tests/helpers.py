@@ -137,7 +137,7 @@ def force_plan(key, candidate):
     planner key ``key``, as if the planner had chosen it: the public call then
     runs it.  Returns the plan (clear the cache after)."""
     plan = candidate.build()
-    plan.verdict = plans.Choice(candidate.index, plan.threads, candidate.impl,
+    plan.choice = plans.Choice(candidate.index, plan.threads, candidate.impl,
                                 "forced by a test")
     _ops.cache_put(key, plan)
     return plan

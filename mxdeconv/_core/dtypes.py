@@ -110,11 +110,3 @@ def onednn_name(dtype: np.dtype) -> Optional[str]:
 def onednn_dtype_names() -> List[str]:
     """The dtypes the oneDNN path computes, for messages."""
     return ["float32"] + ([BFLOAT16_NAME] if bfloat16_available() else [])
-
-
-def __getattr__(name: str) -> Any:
-    """``BFLOAT16``: the bfloat16 dtype or None, as before it became lazy
-    (reading it imports ml_dtypes)."""
-    if name == "BFLOAT16":
-        return bfloat16()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

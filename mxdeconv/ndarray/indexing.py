@@ -224,3 +224,20 @@ def setitem(arr: NDArray, key: Any, value: Any) -> None:
     buffer[np_key] = fitted  # NumPy copies first where value and target overlap
     arr._bump()
 
+
+# -- NDArray's indexing methods --------------------------------------------------------
+def _getitem_method(self: NDArray, key: Any) -> Any:
+    return getitem(self, key)
+
+
+def _setitem_method(self: NDArray, key: Any, value: Any) -> None:
+    setitem(self, key, value)
+
+
+def install() -> None:
+    """Set ``x[key]`` and ``x[key] = value`` on NDArray.  The package's
+    ``__init__`` calls this: :mod:`mxdeconv.ndarray.ndarray` defines NDArray
+    without importing this module, which builds on it."""
+    for name, method in (("__getitem__", _getitem_method), ("__setitem__", _setitem_method)):
+        method.__name__, method.__qualname__ = name, f"NDArray.{name}"
+        setattr(NDArray, name, method)

@@ -7,8 +7,9 @@
 result shapes, autograd); indexing goes to :mod:`mxdeconv.ndarray.indexing`.  This
 module only turns MXNet's arguments (``reshape``'s special values,
 ``exclude=``, ``inplace=``) into NumPy's.  :class:`NDArrayMethods` is mixed into
-NDArray (:mod:`mxdeconv.ndarray.ndarray`), whose class body holds the methods that
-hand NDArrays to those modules (the protocols, indexing, ``astype``, ``copyto``).
+NDArray (:mod:`mxdeconv.ndarray.ndarray`); the methods that hand NDArrays to those
+modules (the protocols, indexing, ``astype``, ``copyto``, ``argmax``) are
+theirs, set on NDArray when the package is imported.
 """
 from __future__ import annotations
 
@@ -246,27 +247,6 @@ class NDArrayMethods:
         array([3., 5.], dtype=float32)
         """
         return np.max(self, axis=reduce_axes(self.shape, axis, exclude), keepdims=keepdims)
-
-    def argmax(self, axis: Any = None, keepdims: bool = False) -> Any:
-        """The index of the largest element along ``axis`` (MXNet's ``x.argmax``:
-        :func:`mxdeconv.nd.argmax`, indices as floats in the array's dtype).
-
-        >>> from mxdeconv import nd
-        >>> nd.array([[1, 5], [4, 3]]).argmax(axis=1).asnumpy()
-        array([1., 0.], dtype=float32)
-        """
-        from .reductions import argmax  # that module builds on NDArray
-        return argmax(self, axis=axis, keepdims=keepdims)
-
-    def argmin(self, axis: Any = None, keepdims: bool = False) -> Any:
-        """The index of the smallest element along ``axis`` (:func:`mxdeconv.nd.argmin`).
-
-        >>> from mxdeconv import nd
-        >>> nd.array([[1, 5], [3, 4]]).argmin(axis=0).asnumpy()
-        array([0., 1.], dtype=float32)
-        """
-        from .reductions import argmin
-        return argmin(self, axis=axis, keepdims=keepdims)
 
     def min(self, axis: Any = None, keepdims: bool = False, exclude: bool = False) -> Any:
         """The minimum over ``axis`` (arguments as :meth:`sum`).

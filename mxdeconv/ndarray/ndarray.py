@@ -25,7 +25,7 @@ Two rules keep the state safe:
 from __future__ import annotations
 
 import threading
-from typing import Any, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Optional, Tuple
 
 import numpy as np
 
@@ -114,10 +114,6 @@ class NDArray(NDArrayMethods, NDArrayBase):
         """
         layout = self._state[1]
         return DEFAULT_LAYOUT if layout is None else layout.name
-
-    @property
-    def is_default_layout(self) -> bool:
-        return self._state[1] is None
 
     # -- layout changes (atomic: see the module docstring) -------------------
     def _plain(self) -> np.ndarray:
@@ -325,63 +321,24 @@ class NDArray(NDArrayMethods, NDArrayBase):
         detached._exposed = True
         return detached
 
+    # -- set by the modules that build on NDArray --------------------------------
+    # numpy_protocols.install(), indexing.install() and reductions.install() set
+    # these on the class when the package is imported (mxdeconv/ndarray/__init__.py):
+    # this module never imports those, which import it.
+    if TYPE_CHECKING:
+        def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any,
+                            **kwargs: Any) -> Any: ...
+        def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any: ...
+        def __getitem__(self, key: Any) -> Any: ...
+        def __setitem__(self, key: Any, value: Any) -> None: ...
+        def astype(self, dtype: Any, copy: bool = True) -> Any: ...
+        def copyto(self, other: Any) -> Any: ...
+        def as_in_context(self, context: Any) -> Any: ...
+        def _reshape_copy(self, shape: Any) -> "NDArray": ...
+        def argmax(self, axis: Any = None, keepdims: bool = False) -> Any: ...
+        def argmin(self, axis: Any = None, keepdims: bool = False) -> Any: ...
+
     # -- DLPack ---------------------------------------------------------------
-    # -- what NumPy and the other modules of this package compute on NDArrays ----
-    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        return numpy_protocols.array_ufunc(ufunc, method, inputs, kwargs)
-
-    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
-        return numpy_protocols.array_function(func, types, args, kwargs)
-
-    # -- indexing (mxdeconv.ndarray.indexing) ------------------------------------------
-    def __getitem__(self, key: Any) -> Any:
-        return indexing.getitem(self, key)
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        indexing.setitem(self, key, value)
-
-    def astype(self, dtype: Any, copy: bool = True) -> Any:
-        """A copy converted to ``dtype`` (floats become integers by truncation);
-        with ``copy=False`` the array itself when it already has that dtype.
-
-        >>> from mxdeconv import nd
-        >>> nd.array([1.7, -1.7]).astype("int32").asnumpy()
-        array([ 1, -1], dtype=int32)
-        >>> x = nd.ones((2,))
-        >>> x.astype("float32", copy=False) is x
-        True
-        """
-        return numpy_protocols.astype(self, dtype, copy)
-
-    def copyto(self, other: Any) -> Any:
-        """Copy the values into ``other``: an NDArray of the same shape (any dtype;
-        returned), or a context (a new array there is returned).
-
-        >>> import mxdeconv
-        >>> from mxdeconv import nd
-        >>> target = nd.zeros((2,), dtype="int32")
-        >>> nd.array([1.5, 2.5]).copyto(target).asnumpy()
-        array([1, 2], dtype=int32)
-        >>> nd.ones((2,)).copyto(mxdeconv.cpu()).shape
-        (2,)
-        """
-        return numpy_protocols.copyto(self, other)
-
-    def as_in_context(self, context: Any) -> Any:
-        """This array on ``context``: the array itself (only the CPU exists here;
-        a GPU context raises).
-
-        >>> import mxdeconv
-        >>> from mxdeconv import nd
-        >>> x = nd.ones((2,))
-        >>> x.as_in_context(mxdeconv.cpu()) is x
-        True
-        """
-        return numpy_protocols.as_in_context(self, context)
-
-    def _reshape_copy(self, shape: Any) -> "NDArray":
-        return numpy_protocols.reshape_copy(self, shape)
-
     def __dlpack__(self, stream: Any = None, **kwargs: Any) -> Any:
         """Export the default-layout buffer as a DLPack capsule, without a copy.
 
@@ -677,17 +634,3 @@ def as_ndarray(value: Any, name: str) -> NDArray:
         return array(value, dtype=value.dtype)
     raise TypeError(f"{name} must be an NDArray or a NumPy array, "
                     f"got {type(value).__name__}")
-
-
-def __getattr__(name: str) -> Any:
-    """``BFLOAT16`` (the bfloat16 dtype or None), kept for code that imported it
-    from here; reading it imports ml_dtypes (see :mod:`mxdeconv._core.dtypes`)."""
-    if name == "BFLOAT16":
-        from mxdeconv._core.dtypes import bfloat16
-        return bfloat16()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-# The modules that compute on NDArrays import NDArray, so they come last; the
-# methods above reach them as module globals at call time.
-from . import indexing, numpy_protocols  # noqa: E402

@@ -34,7 +34,6 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import gradients  # noqa: F401  (registers the backward of every operator here)
 from mxdeconv.autograd import tape
 from mxdeconv._core.args import bool_arg
 from mxdeconv._core.errors import MXNetError
@@ -641,3 +640,72 @@ def as_in_context(arr: NDArray, context: Any) -> NDArray:
     context_arg("context", context)
     return arr
 
+
+# -- NDArray's methods that hand the array to this module ------------------------------
+def _array_ufunc_method(self: NDArray, ufunc: np.ufunc, method: str, *inputs: Any,
+                        **kwargs: Any) -> Any:
+    return array_ufunc(ufunc, method, inputs, kwargs)
+
+
+def _array_function_method(self: NDArray, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+    return array_function(func, types, args, kwargs)
+
+
+def _astype_method(self: NDArray, dtype: Any, copy: bool = True) -> Any:
+    """A copy converted to ``dtype`` (floats become integers by truncation);
+    with ``copy=False`` the array itself when it already has that dtype.
+
+    >>> from mxdeconv import nd
+    >>> nd.array([1.7, -1.7]).astype("int32").asnumpy()
+    array([ 1, -1], dtype=int32)
+    >>> x = nd.ones((2,))
+    >>> x.astype("float32", copy=False) is x
+    True
+    """
+    return astype(self, dtype, copy)
+
+
+def _copyto_method(self: NDArray, other: Any) -> Any:
+    """Copy the values into ``other``: an NDArray of the same shape (any dtype;
+    returned), or a context (a new array there is returned).
+
+    >>> import mxdeconv
+    >>> from mxdeconv import nd
+    >>> target = nd.zeros((2,), dtype="int32")
+    >>> nd.array([1.5, 2.5]).copyto(target).asnumpy()
+    array([1, 2], dtype=int32)
+    >>> nd.ones((2,)).copyto(mxdeconv.cpu()).shape
+    (2,)
+    """
+    return copyto(self, other)
+
+
+def _as_in_context_method(self: NDArray, context: Any) -> Any:
+    """This array on ``context``: the array itself (only the CPU exists here;
+    a GPU context raises).
+
+    >>> import mxdeconv
+    >>> from mxdeconv import nd
+    >>> x = nd.ones((2,))
+    >>> x.as_in_context(mxdeconv.cpu()) is x
+    True
+    """
+    return as_in_context(self, context)
+
+
+def _reshape_copy_method(self: NDArray, shape: Any) -> NDArray:
+    return reshape_copy(self, shape)
+
+
+def install() -> None:
+    """Set NumPy's protocols, ``astype``, ``copyto``, ``as_in_context`` and
+    ``_reshape_copy`` on NDArray.  The package's ``__init__`` calls this:
+    :mod:`mxdeconv.ndarray.ndarray` defines NDArray without importing this
+    module, which builds on it."""
+    for name, method in (("__array_ufunc__", _array_ufunc_method),
+                         ("__array_function__", _array_function_method),
+                         ("astype", _astype_method), ("copyto", _copyto_method),
+                         ("as_in_context", _as_in_context_method),
+                         ("_reshape_copy", _reshape_copy_method)):
+        method.__name__, method.__qualname__ = name, f"NDArray.{name}"
+        setattr(NDArray, name, method)

@@ -127,6 +127,37 @@ def _arg_extreme(function: str, which: Callable[..., np.ndarray]) -> Reduction:
 argmax = _arg_extreme("argmax", np.argmax)
 argmin = _arg_extreme("argmin", np.argmin)
 
+
+# -- NDArray's methods that are these functions ----------------------------------------
+def _argmax_method(self: NDArray, axis: Any = None, keepdims: bool = False) -> Any:
+    """The index of the largest element along ``axis`` (MXNet's ``x.argmax``:
+    :func:`mxdeconv.nd.argmax`, indices as floats in the array's dtype).
+
+    >>> from mxdeconv import nd
+    >>> nd.array([[1, 5], [4, 3]]).argmax(axis=1).asnumpy()
+    array([1., 0.], dtype=float32)
+    """
+    return argmax(self, axis=axis, keepdims=keepdims)
+
+
+def _argmin_method(self: NDArray, axis: Any = None, keepdims: bool = False) -> Any:
+    """The index of the smallest element along ``axis`` (:func:`mxdeconv.nd.argmin`).
+
+    >>> from mxdeconv import nd
+    >>> nd.array([[1, 5], [3, 4]]).argmin(axis=0).asnumpy()
+    array([0., 1.], dtype=float32)
+    """
+    return argmin(self, axis=axis, keepdims=keepdims)
+
+
+def install() -> None:
+    """Set ``argmax`` and ``argmin`` on NDArray.  The package's ``__init__``
+    calls this: :mod:`mxdeconv.ndarray.ndarray` and its methods never import
+    this module, which builds on them."""
+    for name, method in (("argmax", _argmax_method), ("argmin", _argmin_method)):
+        method.__name__, method.__qualname__ = name, f"NDArray.{name}"
+        setattr(NDArray, name, method)
+
 PICK_MODES = ("clip", "wrap")
 
 

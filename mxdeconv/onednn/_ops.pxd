@@ -98,7 +98,7 @@ cdef class ForwardPlan:
     cdef readonly bint bias_fused, act_fused, direct
     cdef ChannelBlocks bias_blocks   # planes > 0: mxdeconv adds the bias
     cdef readonly int threads
-    cdef public object verdict
+    cdef public object choice
     cdef int run(self, void *src, void *weights, void *bias, void *dst,
                  bint activate=*) except -1
 
@@ -109,7 +109,7 @@ cdef class BackwardDataPlan:
     cdef readonly str impl, family
     cdef readonly bint direct
     cdef readonly int threads
-    cdef public object verdict
+    cdef public object choice
     cdef int run(self, void *diff_dst, void *weights, void *diff_src) except -1
 
 
@@ -120,7 +120,7 @@ cdef class BackwardWeightsPlan:
     cdef readonly bint direct
     cdef ChannelBlocks bias_blocks   # planes > 0: mxdeconv sums the bias gradient
     cdef readonly int threads
-    cdef public object verdict
+    cdef public object choice
     cdef int run(self, void *src, void *diff_dst, void *diff_weights,
                  void *diff_bias) except -1
 

@@ -192,7 +192,7 @@ class ForwardPlan:
     """The forward pass of one geometry (and a bias primitive when not fused;
     mxdeconv's bias loop for a direct convolution)."""
 
-    verdict: Any
+    choice: Any
 
     @property
     def prim(self) -> Primitive: ...
@@ -229,7 +229,7 @@ class ForwardPlan:
 class BackwardDataPlan:
     """diff_src = backward data(diff_dst, weights)."""
 
-    verdict: Any
+    choice: Any
 
     @property
     def prim(self) -> Primitive: ...
@@ -254,7 +254,7 @@ class BackwardWeightsPlan:
     """diff_weights (and diff_bias) = backward weights(src, diff_dst); a direct
     convolution's diff_bias is summed by mxdeconv."""
 
-    verdict: Any
+    choice: Any
 
     @property
     def prim(self) -> Primitive: ...

@@ -50,10 +50,10 @@ NEAR_RATIO, NEAR_KEPT, UNKEPT_RATIO = 1.5, 10, 3.0
 #: made 30 of 608 predictions confident, all of them right; 2.5 made 129, 83%.
 NEIGHBOURS, CONFIDENT_DISTANCE, WITHIN = 3, 1.5, 1.05
 #: The tuner's shortlist for a hinted layer: what any of the nearest records
-#: ran within this ratio of its fastest.  Held out of a quiet run's records
-#: (2026-12-05, AVX-512 with AMX, 2 threads), the best of such a shortlist
-#: was within 5% of the layer's fastest on 92% of them, from 7 of 18
-#: candidates on average.
+#: ran within this ratio of its fastest: held out of records taken on a quiet
+#: machine (AVX-512 with AMX, 2 threads), the best of such a shortlist was
+#: within 5% of the layer's fastest on 92% of them, from 7 of 18 candidates on
+#: average.
 SHORTLIST_RATIO = 1.3
 #: A neighbour's weight: 1 / (WEIGHT_OFFSET + its distance).
 WEIGHT_OFFSET = 0.25

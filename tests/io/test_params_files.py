@@ -34,10 +34,11 @@ from numpy.testing import assert_allclose, assert_array_equal
 import mxdeconv
 from mxdeconv import MXNetError, gluon, nd
 from mxdeconv.io import ndarray_file as serialization
-from mxdeconv._core.dtypes import BFLOAT16
+from mxdeconv._core.dtypes import bfloat16
 
 from helpers import DATA as _DATA, FIXTURE_SCRIPTS, mxnet_python
 
+BFLOAT16 = bfloat16()  # None without ml_dtypes
 DATA = _DATA / "params"
 MANIFEST = json.loads((DATA / "manifest.json").read_text())
 EXPECTED = dict(np.load(DATA / "expected.npz"))

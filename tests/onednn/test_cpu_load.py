@@ -135,7 +135,7 @@ def test_a_choice_tuned_under_load_is_kept_for_this_process_only(eager_tuning, m
     geom = infer_geometry(parse_params(dict(kernel=(3, 3), stride=(2, 2), num_filter=16)),
                           (2, 16, 6, 6))
     plan = plans.forward_plan(geom, "float32", False, False)
-    choice = plan.verdict
+    choice = plan.choice
     assert choice.how.startswith("tuned")
     key = plans.ForwardKey("forward", geom, "float32", False, False, None,
                            mxdeconv.get_num_threads(), True)

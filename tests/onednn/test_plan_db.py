@@ -79,7 +79,7 @@ def _forward(data_seed=0):
 
 
 def _choice():
-    return plans.forward_plan(GEOM, "float32", False, False).verdict
+    return plans.forward_plan(GEOM, "float32", False, False).choice
 
 
 def test_the_layer_itself_is_predicted_confidently_and_never_tuned(tmp_path, with_database):

@@ -205,7 +205,7 @@ CORRUPT = """
         plan = plans.forward_plan(geom, "float32", False, False)
         kept = json.load(open(path))["entries"][key]
         print(json.dumps({"case": [field, repr(value)], "sum": total, "seconds": seconds,
-                          "threads": plan.threads, "how": plan.verdict.how,
+                          "threads": plan.threads, "how": plan.choice.how,
                           "caller": mxdeconv.get_num_threads(),
                           "rewritten": plans._kept_choice(kept, geom) is not None}))
     """

@@ -117,7 +117,7 @@ def test_a_verdict_read_from_a_file_others_can_write_is_never_rewritten_as_vouch
     # The next process: the entry is checked again, the planted plan refused.
     _use(monkeypatch, path)
     plan = _plan_rejects_the_planted_one()
-    assert "checked again" not in plan.verdict.how  # chosen afresh, not kept
+    assert "checked again" not in plan.choice.how  # chosen afresh, not kept
 
 
 def test_a_private_file_entry_without_a_verdict_is_checked_then_vouched_for(
@@ -132,14 +132,14 @@ def test_a_private_file_entry_without_a_verdict_is_checked_then_vouched_for(
     _write(path, {plans._store_key(_key(), GEOM): _forged_entry(real, verdict=False)})
     _use(monkeypatch, path)
     plan = plans.forward_plan(GEOM, "float32", False, False)
-    assert plan.verdict.how.endswith(
+    assert plan.choice.how.endswith(
         "(checked again: its verdict was not reached on this library, CPU and candidate)")
     plans.current_planner().store.flush()
     kept = json.loads(path.read_text())["entries"][plans._store_key(_key(), GEOM)]
-    assert kept[plan_store.VERDICT] == plans._verdict(plan.verdict)
+    assert kept[plan_store.VERDICT] == plans._verdict(plan.choice)
     _use(monkeypatch, path)
     plan = plans.forward_plan(GEOM, "float32", False, False)
-    assert "checked again" not in plan.verdict.how
+    assert "checked again" not in plan.choice.how
 
 
 @pytest.mark.parametrize("field, value", [("onednn", "3.1.0"), ("isa", "sse41"),

@@ -46,7 +46,7 @@ def _geometry(x):
 def test_the_tuned_plan_is_the_fastest_measured_that_agreed():
     x, w, b = _arrays()
     plan = plans.forward_plan(_geometry(x), "float32", False, False)
-    choice = plan.verdict
+    choice = plan.choice
     assert choice.how == "tuned" and choice.measured
     agreed = [m for m in choice.measured if m.verdict == "chosen: agreed"]
     assert len(agreed) == 1
@@ -98,8 +98,8 @@ def test_tuning_off_takes_oneDNNs_first_correct_candidate():
     check = kernel_check.forward_check(geom, "float32", False)
     expected = next(c for c in _ops.forward_candidates(geom, "float32", False, False)
                     if check(c.build()) is None)
-    assert plan.impl == expected.impl and plan.verdict.how == "first correct candidate"
-    assert not plan.verdict.measured
+    assert plan.impl == expected.impl and plan.choice.how == "first correct candidate"
+    assert not plan.choice.measured
     with pytest.raises(TypeError, match="set_tuning: enabled must be a bool"):
         plans.set_tuning("no")
 
@@ -139,7 +139,7 @@ def test_small_layers_may_run_on_one_thread_without_changing_the_callers_count()
     plan = plans.forward_plan(infer_geometry(parse_params(dict(kernel=(3, 3), num_filter=8)),
                                              (1, 8, 4, 4)), "float32", False, False)
     assert plan.threads in (1, before)
-    assert any(m.threads == 1 for m in plan.verdict.measured) or before == 1
+    assert any(m.threads == 1 for m in plan.choice.measured) or before == 1
 
 
 @pytest.mark.parametrize("counts", [(2, 1), (1, 2)])

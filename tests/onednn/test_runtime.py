@@ -45,7 +45,7 @@ def test_set_num_threads_changes_the_count_and_keeps_results():
         assert mxdeconv.last_impl() == "onednn", mxdeconv.explain(data, weight, **params)
         # Primitives are planned for a thread count: on one thread, one-thread plans.
         plan = plans.forward_plan(geom, "float32", False, False)
-        assert plan.threads == 1, (plan.threads, plan.verdict.verdict())
+        assert plan.threads == 1, (plan.threads, plan.choice.describe())
     finally:
         mxdeconv.set_num_threads(before)
     assert mxdeconv.get_num_threads() == before

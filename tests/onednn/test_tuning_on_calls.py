@@ -46,7 +46,7 @@ def a_unit_per_call(monkeypatch):
 
 def _forward_choice(data):
     geom = infer_geometry(parse_params(PARAMS), data.shape)
-    return plans.forward_plan(geom, "float32", False, False).verdict
+    return plans.forward_plan(geom, "float32", False, False).choice
 
 
 def _until_settled(call, limit=2000):
@@ -196,7 +196,7 @@ def test_finish_tuning_settles_every_pending_pass():
         y = nd.Deconvolution(x, w, b, **PARAMS)
     np.testing.assert_allclose(y.asnumpy(), expected_k3s2p1(data, weight, bias), **TOL)
     geom = infer_geometry(parse_params(PARAMS), data.shape)
-    assert plans.backward_plans(geom, "float32").weights.verdict.how == "tuned"
+    assert plans.backward_plans(geom, "float32").weights.choice.how == "tuned"
 
 
 def test_threads_calling_a_layer_while_it_is_tuned_all_get_right_results(a_unit_per_call):

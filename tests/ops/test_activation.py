@@ -28,13 +28,14 @@ from mxdeconv.semantics import activations as activation
 from mxdeconv.onednn import kernel_check
 from mxdeconv.onednn import planner as plans
 from mxdeconv.ops.deconvolution import DeconvolutionActivation
-from mxdeconv.ndarray.ndarray import BFLOAT16
+from mxdeconv._core.dtypes import bfloat16
 from mxdeconv.semantics.attributes import infer_geometry, parse_params
 from helpers import DATA
 from reference import reference_backward, reference_forward
 
 ACTS = activation.ACT_TYPES
 IMPLS = ("numpy", "onednn")
+BFLOAT16 = bfloat16()  # None without ml_dtypes
 MXNET = np.load(DATA / "mxnet_activation.npz")
 
 

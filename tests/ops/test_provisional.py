@@ -70,13 +70,13 @@ def test_the_first_call_runs_unchecked_plans_and_the_next_one_checks(provisional
     np.testing.assert_allclose(out.asnumpy(), expected_k3s2p1(data, weight, bias), **TOL)
     assert checks["forward"] == 0
     choice = _forward_choice(data.shape)
-    assert choice.provisional and "provisional" in choice.verdict()
+    assert choice.provisional and "provisional" in choice.describe()
     assert plans.pending() == 1
     out = nd.Deconvolution(data, weight, bias, **PARAMS)
     np.testing.assert_allclose(out.asnumpy(), expected_k3s2p1(data, weight, bias), **TOL)
     assert checks["forward"] == 1
     choice = _forward_choice(data.shape)
-    assert not choice.provisional and "agreed" in choice.verdict()
+    assert not choice.provisional and "agreed" in choice.describe()
     assert choice.tuner is not None  # tuned on the later calls, as any first choice
 
 
@@ -101,13 +101,13 @@ def _corrupt_first_results(monkeypatch, name):
         result = real(*args)
         if name == "deconv_forward":
             plan = args[0]
-            if plan.verdict.provisional:
+            if plan.choice.provisional:
                 values = result._plain()
                 values[:, 5] += args[3].asnumpy()[5]
                 corrupted.append(plan.impl)
         else:
             plan = args[0]
-            if plan.verdict.provisional:
+            if plan.choice.provisional:
                 result[0]._plain()[:, 3] *= 2
                 corrupted.append(plan.impl)
         return result
@@ -313,16 +313,16 @@ def _plant(monkeypatch, defect):
 
     def forward(plan, data, weight, bias, out, *rest):
         result = real_forward(plan, data, weight, bias, out, *rest)
-        if plan.verdict.provisional:
-            _planted_forward(plan.verdict.key[1], data.asnumpy(), weight.asnumpy(),
+        if plan.choice.provisional:
+            _planted_forward(plan.choice.key[1], data.asnumpy(), weight.asnumpy(),
                              bias.asnumpy(), result._plain(), defect)
             planted.append(plan.impl)
         return result
 
     def backward(data_plan, weights_plan, out_grad, data, weight, *rest):
         result = real_backward(data_plan, weights_plan, out_grad, data, weight, *rest)
-        if data_plan.verdict.provisional and result[0] is not None:
-            _planted_data_grad(data_plan.verdict.key[1], out_grad.asnumpy(), weight.asnumpy(),
+        if data_plan.choice.provisional and result[0] is not None:
+            _planted_data_grad(data_plan.choice.key[1], out_grad.asnumpy(), weight.asnumpy(),
                                result[0]._plain(), defect)
             planted.append(data_plan.impl)
         return result

@@ -68,7 +68,7 @@ class Choice:
     #: it, which its tuner times beside it; None: not re-validated.
     rivals: Optional[FrozenSet[str]] = None
 
-    def verdict(self) -> str:
+    def describe(self) -> str:
         """What explain() prints: the choice, the check, the alternatives."""
         if self.index is None:
             return f"no oneDNN plan: {self.reason}"
@@ -111,14 +111,14 @@ def settled(plan: Any) -> bool:
     provisional one."""
     if isinstance(plan, BackwardPlans):
         return settled(plan.data) and settled(plan.weights)
-    return plan.verdict.tuner is None and not plan.verdict.provisional
+    return plan.choice.tuner is None and not plan.choice.provisional
 
 
 def provisional(plan: Any) -> bool:
     """Whether a pass's plan (not BackwardPlans) is provisional: each of its
     results must pass :mod:`~mxdeconv.onednn.result_check` (then
     :func:`refuse` it if one does not)."""
-    return plan.verdict.provisional
+    return plan.choice.provisional
 
 
 @dataclass(frozen=True)

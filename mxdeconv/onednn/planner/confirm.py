@@ -134,4 +134,4 @@ class _Provisional:
         """A provisional plan's result disagreed (``reason``): warn once, and choose
         the key's plan again with the kernel check, without this candidate (the
         caller prepares the call again and runs it again)."""
-        self._refuse(plan.verdict, geom, reason)
+        self._refuse(plan.choice, geom, reason)

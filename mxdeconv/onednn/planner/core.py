@@ -31,7 +31,7 @@ from mxdeconv.semantics.attributes import DeconvGeometry
 
 def _env_tuning() -> Tuple[bool, bool]:
     """(tuning on, eager) from MXDECONV_TUNE: on/off, or "eager" (tune a new
-    layer to the end at its first call, as before the tuner ran on calls)."""
+    layer to the end at its first call instead of on its later calls)."""
     word = env_word("MXDECONV_TUNE", "on", extra=("eager",))
     return word != "off", word == "eager"
 
@@ -406,17 +406,17 @@ class Planner(_Provisional):
               cost: Callable[[Any], float], provisional: bool = False) -> Union[Any, Unavailable]:
         plan = _ops.cache(key)
         if plan is not None and (type(plan) is Unavailable or (
-                plan.verdict.tuner is None and not plan.verdict.provisional)):
+                plan.choice.tuner is None and not plan.choice.provisional)):
             return plan
         choice = self.choices.get(key)
         if choice is not None and choice.provisional:  # its next call: the kernel check
             choice = self._confirm(key, geom, candidates, make_check, costs, cost, choice,
-                              plan if plan is not None and plan.verdict is choice else None)
+                              plan if plan is not None and plan.choice is choice else None)
         if choice is not None:
             if choice.tuner is not None:  # being tuned on its calls: one unit, perhaps
                 choice.tuner.step()
                 choice = self.choices.get(key) or choice  # settled by that unit, perhaps
-            if plan is not None and not _same(plan.verdict, choice):
+            if plan is not None and not _same(plan.choice, choice):
                 plan = None  # this thread's plan is not the choice any more
             if plan is None and choice.index is not None:  # chosen by another thread, or before
                 plan = kept._rebuild(choice, candidates)
@@ -426,17 +426,17 @@ class Planner(_Provisional):
             choice, plan = self._choose(key, geom, candidates, make_check, costs, cost,
                                         provisional)
             if choice.transient:
-                return Unavailable(choice.verdict())
+                return Unavailable(choice.describe())
             self.choices.put(key, choice)
             if choice.provisional:
                 with self.refused_lock:
                     self.unconfirmed[key] = lambda: self._confirm(
                         key, geom, candidates, make_check, costs, cost, choice, None)
         if plan is None:
-            unavailable = Unavailable(choice.verdict())
+            unavailable = Unavailable(choice.describe())
             _ops.cache_put(key, unavailable)
             return unavailable
-        plan.verdict = choice
+        plan.choice = choice
         _ops.cache_put(key, plan)
         return plan
 

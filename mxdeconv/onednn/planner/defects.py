@@ -48,10 +48,11 @@ def _known_defective(geom: DeconvGeometry, dtype: str) -> Callable[[Any], bool]:
     bfloat16 backward weights (``...jit_bf16:...``) on a strided axis where a
     kernel tap meets only the crop (a layer of 1x1 images, k3 s2 p1) write
     garbage into that tap's gradient, from memory they never initialise:
-    measured wrong in 93% of checks, right in 7% (docs/kernel_check.rst).
-    On CPUs with AMX the bfloat16 ``brgconv_bwd_w:avx512_core_amx`` does the
-    same on the same layers (garbage, NaN or 1e33, in the crop taps' gradient:
-    seen on an Intel Xeon with AMX, 2026-12-05).  They are no candidates there."""
+    wrong in most checks (93%) but right in some, so passing the check proves
+    nothing (docs/kernel_check.rst).  On CPUs with AMX the bfloat16
+    ``brgconv_bwd_w:avx512_core_amx`` does the same on the same layers
+    (garbage, NaN or 1e33, in the crop taps' gradient).  They are no
+    candidates there."""
     bad_axes = dtype == "bfloat16" and any(
         geom.param.stride[a] > 1 and _taps_without_data(geom, a)
         for a in range(len(geom.spatial_in)))

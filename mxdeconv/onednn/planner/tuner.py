@@ -44,10 +44,10 @@ ONE_THREAD_MACS = 32_000_000
 MORE_THREADS_MARGIN, MORE_THREADS_MARGIN_S = 0.05, 1e-6
 #: Another candidate must be this much faster than the pass's first choice
 #: (checked, and already running its calls) to replace it.  Closer than that
-#: the two differ by less than tuning's noise: in a benchmark run of
-#: 2026-12-04 the backward passes the tuner chose over the first choice for
-#: DCGAN 512 -> 256 at batch 32 ran up to 5% slower than it beside the peers,
-#: and their pair 25% slower.
+#: the two differ by less than tuning's noise: candidates the tuner timed
+#: faster than the first choice of DCGAN 512 -> 256's backward passes (batch
+#: 32) ran up to 5% slower than it between real calls, the two passes
+#: together 25% slower.
 FIRST_CHOICE_MARGIN = 0.05
 #: Before a candidate replaces the first choice, the two are timed again in
 #: turns this many times each (with the refine run, the median decides),
@@ -66,10 +66,9 @@ UNIT_CALLS = 4
 #: first where the plan database expects oneDNN's first choice to run
 #: PROMPT_RATIO times the best's time or more): tuning costs some hundred
 #: calls' worth on a big layer and repays itself only after as many more, so a
-#: script that runs a layer fewer times would pay for nothing.  Measured on
-#: DCGAN 512 -> 256 b32 inference (AMX Xeon, 2 threads): tuned from the first
-#: call, its first 300 calls took 3.9-4.7 s and the tuner had not settled;
-#: untuned, 3.15 s.
+#: script that runs a layer fewer times would pay for nothing (tuned from its
+#: first call, DCGAN 512 -> 256's first 300 inference calls at batch 32 take
+#: a quarter to a half longer than untuned, the tuner not yet settled).
 TUNE_AFTER_CALLS, PROMPT_RATIO = 100, 1.5
 #: One process start in REVALIDATE_EVERY (a draw per layer pass) re-validates a
 #: tuned choice it takes from the plan cache: on the layer's later calls (after
@@ -80,8 +79,8 @@ TUNE_AFTER_CALLS, PROMPT_RATIO = 100, 1.5
 REVALIDATE_EVERY, REVALIDATE_WITHIN = 20, 1.3
 #: Between a tuner's units the timing buffers (each argument of the candidates
 #: timed, every page written) are kept up to this many bytes: writing them
-#: again for every unit cost a unit a few milliseconds, and on a VM that backs
-#: memory lazily, now and then a hundred.
+#: again for every unit costs a unit a few milliseconds (now and then a
+#: hundred on a VM that backs memory lazily).
 KEPT_TIMING_BYTES = 64 << 20
 #: The most calls a prepared call serves between two visits to the planner
 #: while its layer is tuned (a tiny layer's unit can cost thousands of calls).
@@ -422,8 +421,8 @@ def _tuners(plan: Any, seconds: float) -> List[Tuple[_Tuner, float]]:
     plan or BackwardPlans), each with its part of a call's ``seconds`` (a
     backward call's time is split between its two passes)."""
     passes = (plan.weights, plan.data) if isinstance(plan, BackwardPlans) else (plan,)
-    return [(p.verdict.tuner, seconds / len(passes)) for p in passes
-            if p.verdict.tuner is not None]
+    return [(p.choice.tuner, seconds / len(passes)) for p in passes
+            if p.choice.tuner is not None]
 
 
 def ran(plan: Any, seconds: float) -> None:
