@@ -142,7 +142,7 @@ def explain(data: Any, weight: Any, bias: Any = None, train: Optional[bool] = No
             bias_note += f"; {plan.act_type} fused into the bias addition"
         text += (f"\n  oneDNN forward kernel {plan.impl} ({bias_note}); layouts: src "
                  f"{plan.src.name}, weights {plan.weights.name}, dst {plan.dst.name}"
-                 f"\n  check: {plan.verdict.verdict()}"
+                 f"\n  check: {plan.choice.describe()}"
                  f"\n  threads: {plan.threads} ({_threads_source()})")
     return text
 

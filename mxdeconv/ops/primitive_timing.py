@@ -56,7 +56,7 @@ def plan_summary(data: Any, weight: Any, bias: Any, training: bool,
     summary = {}
     for name, plan in (("forward", forward), ("backward_data", backward.data),
                        ("backward_weights", backward.weights)):
-        choice = plan.verdict
+        choice = plan.choice
         summary[name] = {"impl": plan.impl, "threads": plan.threads, "how": choice.how,
                          "choose_s": choice.seconds, "family": plan.family}
     return summary
