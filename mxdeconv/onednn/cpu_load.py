@@ -130,6 +130,10 @@ MAX_GAP = 0.5
 #: about 0.5 s per second, a team of 1 under 0.1 (and a quiet team of 2 about
 #: 0.1 beside low-priority work that soaks up idle time).
 LOWER_WAIT = 0.3
+#: ... in this many windows running (a probe's one window is enough): a
+#: process started or a burst of the kernel's work can hold a core for a few
+#: tens of milliseconds, a busy process holds it window after window.
+LOWER_LOOKS = 2
 #: A thread is added back when a window found this much of a CPU idle, or,
 #: with no idle CPU in sight (a process of lower priority soaking up idle time
 #: yields to the team), as a probe after PROBE_FIRST seconds at the smaller
@@ -207,7 +211,8 @@ class LoadFollower:
 
     :meth:`look` is called at most every :data:`LOOK_INTERVAL`, at the start
     of a call; each look ends a window.  The team shrinks when its threads
-    waited :data:`LOWER_WAIT` per second (others hold a core it needs), and
+    waited :data:`LOWER_WAIT` per second in :data:`LOWER_LOOKS` windows
+    running (others hold a core it needs), and
     grows when a window found :data:`RAISE_IDLE` of a CPU idle, or as a
     probe now and then (:data:`PROBE_FIRST`, :data:`PROBE_MAX`); a raise the
     next window refuses is undone.  Never past ``most`` (the default thread
@@ -225,6 +230,7 @@ class LoadFollower:
         self._probe_gap = PROBE_FIRST
         self._probe_at = 0.0
         self._probing = False
+        self._waited_looks = 0
 
     def readable(self) -> bool:
         """Whether both counts can be read here (else the team stays whole)."""
@@ -246,12 +252,15 @@ class LoadFollower:
         return self.team
 
     def _decide(self, now: float, waiting: float, idle: float) -> None:
-        if waiting >= LOWER_WAIT:   # others hold a core this team needs
-            if self._probing:                     # refused: wait longer next time
-                self._probe_gap = min(PROBE_MAX, 2 * self._probe_gap)
-            self.team = max(1, self.team - max(1, round(waiting)))
-            self._probing = False
-            self._probe_at = now + self._probe_gap
+        self._waited_looks = self._waited_looks + 1 if waiting >= LOWER_WAIT else 0
+        if self._probing and self._waited_looks:     # the probe refused: wait longer
+            self._probe_gap = min(PROBE_MAX, 2 * self._probe_gap)
+            self._lower(now, waiting)
+            return
+        if self._waited_looks >= LOWER_LOOKS:        # others hold a core the team needs
+            self._lower(now, waiting)
+            return
+        if self._waited_looks:                       # once: a burst, perhaps
             return
         if self._probing:                          # accepted
             self._probing = False
@@ -265,3 +274,8 @@ class LoadFollower:
         elif now >= self._probe_at:
             self.team += 1
             self._probing = True
+
+    def _lower(self, now: float, waiting: float) -> None:
+        self.team = max(1, self.team - max(1, round(waiting)))
+        self._probing = False
+        self._probe_at = now + self._probe_gap
