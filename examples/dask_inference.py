@@ -21,13 +21,13 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
-import time
 from typing import Any, Sequence
 
 import numpy as np
 
 import mxdeconv
-from batch_generator import DCGAN, generate, make_generator, partitions  # noqa: F401
+from batch_generator import (DCGAN, best_seconds, generate, latent_partitions,  # noqa: F401
+                             make_generator, on_this_process, partitions, report)
 
 def on_dask(client: Any, net: Any, parts: Sequence[np.ndarray]) -> np.ndarray:
     """Every partition through the generator on the cluster, in order."""
@@ -60,35 +60,18 @@ def main() -> None:
     from distributed import Client, LocalCluster
 
     net = make_generator()
-    latent = np.random.default_rng(1).standard_normal(
-        (args.images, 100, 1, 1)).astype(np.float32)
-    parts = partitions(latent, args.partition)
-    single = []
+    parts = latent_partitions(args.images, args.partition)
+    single = None
     if args.compare:
-        generate(net, parts[0])
-        mxdeconv.finish_tuning()
-        for _ in range(args.repeats):
-            start = time.perf_counter()
-            np.concatenate([generate(net, p) for p in parts])
-            single.append(time.perf_counter() - start)
+        on_this_process(net, parts[:1])
+        single = best_seconds(lambda: [generate(net, p) for p in parts], args.repeats)
     with LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
                       dashboard_address=None) as cluster, Client(cluster) as client:
         warm_up(client, net, parts[0])
         threads = client.run(mxdeconv.get_num_threads)
-        times = []
-        for _ in range(args.repeats):
-            start = time.perf_counter()
-            on_dask(client, net, parts)
-            times.append(time.perf_counter() - start)
-    print(f"{args.images} images of 64x64 in partitions of {args.partition}")
-    if single:
-        best = min(single)
-        print(f"1 process x {mxdeconv.get_num_threads()} threads: {best:.2f} s, "
-              f"{args.images / best:.0f} images/s (best of {args.repeats})")
-    best = min(times)
-    print(f"{args.workers} Dask workers x {sorted(threads.values())} thread(s): "
-          f"{best:.2f} s, {args.images / best:.0f} images/s (best of {args.repeats})")
-
+        best = best_seconds(lambda: on_dask(client, net, parts), args.repeats)
+    report(args.images, args.partition, args.repeats, single,
+           f"{args.workers} Dask workers x {sorted(threads.values())} thread(s)", best)
 
 if __name__ == "__main__":
     main()

@@ -21,14 +21,14 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
-import time
 from pathlib import Path
 from typing import Any, Dict, List, Sequence
 
 import numpy as np
 
 import mxdeconv
-from batch_generator import generate, make_generator, partitions
+from batch_generator import (best_seconds, generate, latent_partitions, make_generator,  # noqa: F401
+                             on_this_process, partitions, report)
 
 
 def runtime_env(cache_dir: str) -> Dict[str, Any]:
@@ -96,39 +96,22 @@ def main() -> None:
     cache = os.environ.setdefault("MXDECONV_CACHE_DIR",
                                   tempfile.mkdtemp(prefix="mxdeconv-plans-"))
     net = make_generator()
-    latent = np.random.default_rng(1).standard_normal(
-        (args.images, 100, 1, 1)).astype(np.float32)
-    parts = partitions(latent, args.partition)
-    single = []
+    parts = latent_partitions(args.images, args.partition)
+    single = None
     if args.compare:
-        generate(net, parts[0])
-        mxdeconv.finish_tuning()
-        for _ in range(args.repeats):
-            start = time.perf_counter()
-            np.concatenate([generate(net, p) for p in parts])
-            single.append(time.perf_counter() - start)
+        on_this_process(net, parts[:1])
+        single = best_seconds(lambda: [generate(net, p) for p in parts], args.repeats)
     ray.init(num_cpus=args.workers, include_dashboard=False, runtime_env=runtime_env(cache),
              log_to_driver=False)
     try:
         net_ref = ray.put(net)
         warm_up(net_ref, parts[0], args.workers)
         threads = sorted({info[1] for info in workers_info(args.workers)})
-        times = []
-        for _ in range(args.repeats):
-            start = time.perf_counter()
-            on_ray(net_ref, parts)
-            times.append(time.perf_counter() - start)
+        best = best_seconds(lambda: on_ray(net_ref, parts), args.repeats)
     finally:
         ray.shutdown()
-    print(f"{args.images} images of 64x64 in partitions of {args.partition}")
-    if single:
-        best = min(single)
-        print(f"1 process x {mxdeconv.get_num_threads()} threads: {best:.2f} s, "
-              f"{args.images / best:.0f} images/s (best of {args.repeats})")
-    best = min(times)
-    print(f"{args.workers} Ray workers x {threads} thread(s): "
-          f"{best:.2f} s, {args.images / best:.0f} images/s (best of {args.repeats})")
-
+    report(args.images, args.partition, args.repeats, single,
+           f"{args.workers} Ray workers x {threads} thread(s)", best)
 
 if __name__ == "__main__":
     main()

@@ -46,16 +46,9 @@ def test_two_workers_give_the_single_process_result_bitwise():
     parts = recipe.partitions(latent, 8)
     cache = mxdeconv.plan_cache_path()
     assert cache is not None and os.environ.get("MXDECONV_CACHE_DIR")
-    before = mxdeconv.get_num_threads()
-    try:
-        # The workers run one thread each: the reference too, with the plans
-        # tuned to the end here and kept in the plan cache the workers read.
-        mxdeconv.set_num_threads(1)
-        recipe.generate(net, parts[0])
-        mxdeconv.finish_tuning()
-        expected = np.concatenate([recipe.generate(net, p) for p in parts])
-    finally:
-        mxdeconv.set_num_threads(before)
+    # The workers run one thread each: the reference too, with the plans
+    # tuned to the end here and kept in the plan cache the workers read.
+    expected = recipe.on_this_process(net, parts, threads=1)
 
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   dashboard_address=None) as cluster, \

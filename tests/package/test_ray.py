@@ -27,16 +27,9 @@ def test_two_workers_give_the_single_process_result_bitwise():
     latent = np.random.default_rng(1).standard_normal((48, LATENT, 1, 1)).astype(np.float32)
     parts = recipe.partitions(latent, 8)
     cache = os.environ["MXDECONV_CACHE_DIR"]
-    before = mxdeconv.get_num_threads()
-    try:
-        # The workers run one thread each: the reference too, with the plans
-        # tuned to the end here and kept in the plan cache the workers read.
-        mxdeconv.set_num_threads(1)
-        recipe.generate(net, parts[0])
-        mxdeconv.finish_tuning()
-        expected = np.concatenate([recipe.generate(net, p) for p in parts])
-    finally:
-        mxdeconv.set_num_threads(before)
+    # The workers run one thread each: the reference too, with the plans
+    # tuned to the end here and kept in the plan cache the workers read.
+    expected = recipe.on_this_process(net, parts, threads=1)
 
     ray.init(num_cpus=2, include_dashboard=False, runtime_env=recipe.runtime_env(cache),
              log_to_driver=False)
