@@ -27,9 +27,11 @@ command) and the predictor's accuracy on held-out layers: each base layer in
 turn is left out (all its batch sizes and passes) and predicted from the
 others.  Per kernel family: how often the predicted candidate ran within 5%
 of the fastest, the geometric mean of its time over the fastest's, how often
-the best of the tuner's shortlist did, how long that shortlist was, and
+the best of the tuner's shortlist did, how long that shortlist was,
 oneDNN's first choice's figures beside them (what the planner runs without a
-database).
+database), and the first plan's (what the planner runs from a layer's first
+call: the prediction where confident or where a hint displaces oneDNN's
+first choice, see ``planner.tuner.HINT_START_RATIO``).
 """
 from __future__ import annotations
 
@@ -247,10 +249,11 @@ def _ratios(record: Dict[str, Any]) -> Dict[Any, float]:
 def evaluate(records: List[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
     """Leave each base layer out, predict its records from the others."""
     from mxdeconv.onednn import plan_db
+    from mxdeconv.onednn.planner.tuner import GEMM_MARK, HINT_START_RATIO
     summary: Dict[str, Dict[str, Any]] = {}
     bases = sorted({r["base"] for r in records})
     for family in sorted({r["isa"] for r in records}):
-        predicted, shortlisted, firsts, lengths = [], [], [], []
+        predicted, shortlisted, firsts, lengths, started = [], [], [], [], []
         confident = confident_hits = 0
         for base in bases:
             held = [r for r in records if r["isa"] == family and r["base"] == base]
@@ -267,9 +270,18 @@ def evaluate(records: List[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
                     firsts.append(first_ratio)
                 if prediction is None:  # planned as without a database
                     predicted.append(first_ratio)
+                    started.append(first_ratio)
                     continue
                 ratio = ratios.get(prediction.choice, first_ratio)  # not offered: the first
                 predicted.append(ratio)
+                # The planner's first plan: the prediction where confident, or
+                # where a hint (not a GEMM plan) expects oneDNN's first choice
+                # HINT_START_RATIO slower (Planner._displaced_first).
+                expected = None if first is None else prediction.ratio(first.variant,
+                                                                       first.impl)
+                hint_starts = (first is not None and GEMM_MARK not in prediction.choice.impl
+                               and (expected is None or expected >= HINT_START_RATIO))
+                started.append(ratio if prediction.confident or hint_starts else first_ratio)
                 short = [ratios[c] for c in prediction.shortlist if c in ratios]
                 shortlisted.append(min(short + [first_ratio]))
                 lengths.append(len(short))
@@ -284,7 +296,9 @@ def evaluate(records: List[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
             shortlist_best_within_5_percent=_share(shortlisted),
             shortlist_mean_length=round(statistics.fmean(lengths), 1) if lengths else None,
             first_choice_within_5_percent=_share(firsts) if firsts else None,
-            first_choice_geomean_ratio=_geomean(firsts) if firsts else None)
+            first_choice_geomean_ratio=_geomean(firsts) if firsts else None,
+            first_plan_within_5_percent=_share(started),
+            first_plan_geomean_ratio=_geomean(started))
     return summary
 
 

@@ -209,29 +209,73 @@ def test_the_prediction_weighs_neighbours_by_distance_and_time(tmp_path):
     assert {c.impl for c in prediction.shortlist} == {a.impl, b.impl}
 
 
-def test_a_hint_leaves_the_first_plan_and_shortlists_the_tuning(tmp_path, with_database):
-    """A far record: no confident prediction; the first plan is oneDNN's first
-    correct candidate, and the tuner times only it and the shortlist (here the
-    record's candidate)."""
+def _first_listed():
+    return next(c for c in _ops.forward_candidates(GEOM, "float32", False, False))
+
+
+def test_a_hint_near_the_first_choice_leaves_the_first_plan(tmp_path, with_database):
+    """A far record that ran oneDNN's first choice within HINT_START_RATIO of
+    the hint: the first plan is oneDNN's first correct candidate, and the
+    tuner times only it and the shortlist (the record's candidates)."""
     candidate = _not_first()
     if candidate is None:
         pytest.skip("this CPU offers one candidate for the layer")
+    first = _first_listed()
+    close = 1 + (plans.tuner.HINT_START_RATIO - 1) / 2
     with_database(_database(tmp_path, [_record(candidate, shape=(32, 512, 40, 40),
-                                               num_filter=256)]))
+                                               num_filter=256, near=[(first, close)])]))
     _forward()
     choice = _choice()
     assert choice.how.startswith("first correct candidate"), choice.how
     assert not choice.confident and choice.tuner is not None
-    assert choice.shortlist == {(tuple(candidate.variant), candidate.impl)}
-    assert "among the 1 candidates" in choice.how
-    first = repr(next(c for c in _ops.forward_candidates(GEOM, "float32", False, False)
-                      if c.index == choice.index))
+    assert choice.shortlist == {(tuple(candidate.variant), candidate.impl),
+                                (tuple(first.variant), first.impl)}
+    assert "among the 2 candidates" in choice.how
+
+
+def test_a_hint_far_ahead_of_the_first_choice_starts_the_layer(tmp_path, with_database):
+    """A far record that did not run oneDNN's first choice near its best (a
+    hint that expects a gain of HINT_START_RATIO or more): the hint's
+    candidate runs from the first call, checked like any other, and the
+    tuner times it beside oneDNN's first choice, so a wrong hint is tuned
+    away."""
+    candidate = _not_first()
+    if candidate is None:
+        pytest.skip("this CPU offers one candidate for the layer")
+    first = _first_listed()
+    with_database(_database(tmp_path, [_record(candidate, shape=(32, 512, 40, 40),
+                                               num_filter=256)]))
+    _forward()
+    choice = _choice()
+    assert choice.how.startswith("hinted by"), choice.how
+    assert choice.impl == candidate.impl and choice.from_database
+    assert not choice.confident and choice.tuner is not None
+    assert choice.shortlist == {(tuple(candidate.variant), candidate.impl),
+                                (tuple(first.variant), first.impl)}
     plans.finish_tuning()
     _forward(1)
     settled = _choice()
     assert settled.tuner is None and settled.measured
-    assert {m.candidate.split(" (")[0] for m in settled.measured} <= {repr(candidate), first}, \
+    assert {m.candidate.split(" (")[0] for m in settled.measured} <= {repr(candidate),
+                                                                     repr(first)}, \
         settled.measured
+
+
+def test_a_gemm_plans_hint_never_displaces_the_first_choice(tmp_path, with_database):
+    """A hint to a GEMM plan (its first call writes a column workspace as
+    large as the layer's taps) leaves oneDNN's first choice running; the
+    tuner still times the hint."""
+    gemm = next((c for c in _ops.forward_candidates(GEOM, "float32", False, False)
+                 if plans.GEMM_MARK in c.impl and c.index != _first_listed().index
+                 and not c.is_reference), None)
+    if gemm is None:
+        pytest.skip("this CPU offers no GEMM candidate for the layer")
+    with_database(_database(tmp_path, [_record(gemm, shape=(32, 512, 40, 40),
+                                               num_filter=256)]))
+    _forward()
+    choice = _choice()
+    assert choice.how.startswith("first correct candidate"), choice.how
+    assert (tuple(gemm.variant), gemm.impl) in choice.shortlist
 
 
 @pytest.mark.parametrize("isa, families, expected", [

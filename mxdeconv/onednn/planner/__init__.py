@@ -8,9 +8,12 @@ its output agreed with an independent computation on the real geometry
 (:mod:`mxdeconv.onednn.kernel_check`); each one that disagrees raises one
 :class:`~mxdeconv.KernelDefectWarning`.
 
-* **First call**: the first candidate that agrees runs right away (oneDNN's own
-  first choice when it is correct; candidates of a kernel known to be wrong on
-  some layers, :func:`.defects._known_suspect`, are tried last).  On a big layer
+* **First call**: the first candidate that agrees runs right away: the shipped
+  plan database's (:mod:`~mxdeconv.onednn.plan_db`) where it predicts the
+  layer confidently, or where its hint expects oneDNN's first choice to run
+  HINT_START_RATIO times slower (not a GEMM plan's hint); else oneDNN's own
+  first choice when it is correct (candidates of a kernel known to be wrong
+  on some layers, :func:`.defects._known_suspect`, are tried last).  On a big layer
   (PROVISIONAL_MACS) whose sample sees every defect the kernel check sees
   (:func:`~mxdeconv.onednn.result_check.blind_spot`) the first candidate runs
   *provisionally*: its result is
@@ -71,7 +74,8 @@ from .defects import _known_defective, _known_suspect, _taps_without_data  # noq
 from .keys import BackwardKey, ForwardKey, PlanKey  # noqa: F401
 from .kept import (MAX_KEPT_MEASURED, MAX_KEPT_TEXT, PLANNER_VERSION,  # noqa: F401
                    _kept_choice, _rebuild, _store_key, _verdict)
-from .tuner import (DUEL_ROUNDS, FIRST_CHOICE, FIRST_CHOICE_MARGIN,  # noqa: F401
+from .tuner import (DUEL_ROUNDS, FIRST_CHOICE, FIRST_CHOICE_MARGIN, GEMM_MARK,  # noqa: F401
+                    HINT_START_RATIO,
                     MAX_SERVED, MORE_THREADS_MARGIN, MORE_THREADS_MARGIN_S,
                     ONE_THREAD_MACS, REFINE, TUNE_CEILING_S, TUNE_FACTOR, TUNE_FLOOR_S,
                     TUNE_SHARE, UNIT_CALLS, _ranking, _thread_options, _to_the_end,

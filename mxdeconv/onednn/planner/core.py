@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import random
 import threading
 import time
-from typing import Any, Callable, Dict, FrozenSet, Iterable, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Optional, Tuple, Union
 
 from .. import cpu_load, kernel_check, plan_db, plan_store
 from .._loader import extension as _ops
@@ -43,23 +44,37 @@ def _flag(setter: str, enabled: Any) -> bool:
     return enabled
 
 
-def _shortlisted(candidates: Callable[..., Iterable[Any]],
-                 shortlist: FrozenSet[Tuple[Tuple[Any, ...], str]],
-                 first: Optional[int]) -> Callable[..., Iterable[Any]]:
-    """``candidates`` narrowed to the shortlist's (variant, impl) pairs and the
-    candidate at index ``first`` (the one to beat)."""
-    def narrowed(variant: Optional[tuple] = None) -> Iterable[Any]:
-        return (c for c in candidates(variant) if c.index == first
-                or (tuple(getattr(c, "variant", ())), c.impl) in shortlist)
-    return narrowed
+class _Listing:
+    """``candidates`` whose default enumeration's first candidate can be looked
+    at before the planner walks it, without enumerating it twice (making a
+    candidate's descriptor can cost tens of milliseconds: brgemm kernels are
+    set up then)."""
+
+    def __init__(self, candidates: Callable[..., Iterable[Any]]) -> None:
+        self._candidates = candidates
+        self._started: Optional[Tuple[Any, Iterable[Any]]] = None
+
+    def first(self) -> Any:
+        """oneDNN's first candidate (None: none)."""
+        if self._started is None:
+            rest = iter(self._candidates())
+            self._started = (next(rest, None), rest)
+        return self._started[0]
+
+    def __call__(self, variant: Optional[tuple] = None) -> Iterable[Any]:
+        if variant is None and self._started is not None:
+            first, rest = self._started
+            self._started = None
+            return itertools.chain(() if first is None else (first,), rest)
+        return self._candidates(variant)
 
 
-def _rivals_only(candidates: Callable[..., Iterable[Any]], rivals: FrozenSet[str],
-                 first: Optional[int]) -> Callable[..., Iterable[Any]]:
-    """``candidates`` narrowed to those named in ``rivals`` and the candidate at
-    index ``first`` (the kept choice re-validated)."""
+def _narrowed(candidates: Callable[..., Iterable[Any]], keeps: Callable[[Any], bool],
+              first: Optional[int]) -> Callable[..., Iterable[Any]]:
+    """``candidates`` narrowed to those ``keeps`` names and the candidate at
+    index ``first`` (the one to beat)."""
     def narrowed(variant: Optional[tuple] = None) -> Iterable[Any]:
-        return (c for c in candidates(variant) if c.index == first or repr(c) in rivals)
+        return (c for c in candidates(variant) if c.index == first or keeps(c))
     return narrowed
 
 
@@ -217,10 +232,14 @@ class Planner(_Provisional):
         # tuner checks it like any other, if it wins.
         agreed = [] if first.from_database else [(first.index, first.threads)]
         if first.rivals is not None:
-            candidates = _rivals_only(candidates, first.rivals, first.index)
+            rivals = first.rivals  # the kept choice re-validated beside these
+            candidates = _narrowed(candidates, lambda c: repr(c) in rivals, first.index)
         if first.shortlist is not None:
-            candidates = _shortlisted(candidates, first.shortlist,
-                                      None if first.from_database else first.index)
+            shortlist = first.shortlist
+            candidates = _narrowed(
+                candidates,
+                lambda c: (tuple(getattr(c, "variant", ())), c.impl) in shortlist,
+                None if first.from_database else first.index)
             first.how += (f" among the {len(first.shortlist)} candidates its nearest layers "
                           f"in the database ran within {plan_db.SHORTLIST_RATIO - 1:.0%} of "
                           "their fastest")
@@ -276,6 +295,28 @@ class Planner(_Provisional):
         return Choice(candidate.index, threads, candidate.impl, f"{how} by {prediction.source}",
                       found_at=_found_at(candidate), provisional=provisional,
                       confident=prediction.confident, from_database=True), plan
+
+    @staticmethod
+    def _displaced_first(prediction: plan_db.Prediction, listing: _Listing
+                         ) -> Optional[Tuple[Tuple[Any, ...], str]]:
+        """oneDNN's first candidate (as a shortlist names it) where a hint should
+        run from the first call instead: where the hint's nearest layers ran it
+        HINT_START_RATIO times the hint's time or slower, or not near it at
+        all; None where the first choice stays (closer than that it is often
+        cheaper to start, and the tuner times the hint among its shortlist).
+        A GEMM plan's hint never displaces it: its first call writes a column
+        workspace as large as the layer's taps, and costs more than the hint
+        saves over a new layer's first ten calls."""
+        if tuner_rules.GEMM_MARK in prediction.choice.impl:
+            return None
+        first = listing.first()
+        found = None if first is None else _found_at(first)
+        if found is None:
+            return None
+        expected = prediction.ratio(found[0], first.impl)
+        if expected is not None and expected < tuner_rules.HINT_START_RATIO:
+            return None
+        return tuple(found[0]), first.impl
 
     def _first_choice(self, key: PlanKey, geom: DeconvGeometry,
                       candidates: Callable[..., Iterable[Any]],
@@ -342,21 +383,26 @@ class Planner(_Provisional):
                                f"{tuner_rules.REVALIDATE_WITHIN - 1:.0%} of it (one process "
                                f"start in {self.revalidate_every})")
                 tuned = False
-            # A hint does not replace oneDNN's first choice for the first call:
-            # its candidate is often dearer to start (GEMM workspaces, code to
-            # generate), and the tuner reaches it among the shortlist soon.
-            if choice is None and prediction is not None and prediction.confident:
-                choice, plan = self._predicted_choice(key, geom, candidates, check,
-                                                      provisional, prediction)
+            displaced = None
+            listing = _Listing(candidates)
+            if choice is None and prediction is not None:
+                if not prediction.confident:
+                    displaced = self._displaced_first(prediction, listing)
+                if prediction.confident or displaced is not None:
+                    choice, plan = self._predicted_choice(key, geom, candidates, check,
+                                                          provisional, prediction)
             if choice is None:  # eager tuning too starts from it: the same choice either way
-                choice, plan = self._first_choice(key, geom, candidates, check,
+                choice, plan = self._first_choice(key, geom, listing, check,
                                              provisional and not self.eager)
             choice.tune_after_calls = self.tune_after_calls
             if prediction is not None and not choice.confident:
                 # To be tuned: among the candidates the nearest layers ran well,
                 # at once where they ran the first choice much slower than the best.
+                # oneDNN's first choice too where a hint displaced it: a wrong
+                # hint is tuned away.
                 choice.shortlist = frozenset((tuple(c.variant), c.impl)
-                                             for c in prediction.shortlist)
+                                             for c in prediction.shortlist) | (
+                    {displaced} if displaced is not None and choice.from_database else set())
                 expected = None if choice.found_at is None else prediction.ratio(
                     choice.found_at[0], choice.impl)
                 if expected is None or expected >= tuner_rules.PROMPT_RATIO:

@@ -70,6 +70,21 @@ UNIT_CALLS = 4
 #: first call, DCGAN 512 -> 256's first 300 inference calls at batch 32 take
 #: a quarter to a half longer than untuned, the tuner not yet settled).
 TUNE_AFTER_CALLS, PROMPT_RATIO = 100, 1.5
+#: A new layer starts on the plan database's hint (not confident: tuned later,
+#: beside oneDNN's first choice) instead of oneDNN's first choice where the
+#: hint's nearest layers ran that this many times slower than the hint, or
+#: not near their fastest at all; never on a GEMM plan's hint (GEMM_MARK: its
+#: first call writes a column workspace as large as the layer's taps, and
+#: DCGAN 512 -> 256's first training step took 1.3x longer started on one).
+#: Held out of the shipped database's timing tables (``made.held_out``:
+#: first_choice against first_plan), the first plan's time over the
+#: fastest's falls from 1.37 to 1.27 (geomean, AVX-512 with AMX), 1.52 to
+#: 1.41 (AVX2), 1.44 to 1.36 (AVX-512 BF16); GEMM hints included it would be
+#: 1.18, 1.19 and 1.23.
+HINT_START_RATIO = 1.1
+#: What names a GEMM plan: mxdeconv's im2col and scatter plans, oneDNN's gemm
+#: convolution.
+GEMM_MARK = "gemm"
 #: One process start in REVALIDATE_EVERY (a draw per layer pass) re-validates a
 #: tuned choice it takes from the plan cache: on the layer's later calls (after
 #: TUNE_AFTER_CALLS, paid as tuning is) it is timed again beside the candidates
