@@ -457,27 +457,37 @@ def backward_weights_result(geom: DeconvGeometry, data: np.ndarray, out_grad: np
             return reason
     if weight_grad is None:
         return None
-    # Columns (S=N*pixels, C_out) of out_grad per tap: (taps, N*pixels, C_out).
-    windows = _tap_windows(geom, out_grad)
-    spatial_axes = tuple(range(2 + param.ndim, 2 + 2 * param.ndim))
-    by_tap = np.ascontiguousarray(windows.transpose(
-        tuple(range(2, 2 + param.ndim)) + (0,) + spatial_axes + (1,))).reshape(
-        taps, terms, param.num_filter)
     x = np.ascontiguousarray(data.reshape(batch, in_channels, pixels).transpose(
         1, 0, 2)).reshape(in_channels, terms)
     x_norms = _norms(x, "ik,ik->i").astype(np.float64)
-    g_norms = _norms(by_tap, "tko,tko->to").astype(np.float64)
     grad = weight_grad.reshape(in_channels, out_group, taps)
     lines = max(2, min(MAX_LINES, int(SAMPLE_SHARE * pass_macs(geom)
                                       // max(1, 2 * terms * out_group * taps))))
     rows = _lines(in_channels, lines, rng)
     columns = _lines(out_group, lines, rng)
-    # Rows: every output channel of each sampled input channel's group.
-    row_groups = rows // in_group
-    row_cols = (row_groups[:, None] * out_group + np.arange(out_group)[None, :])  # (R, O)
-    want_rows = _row_products(x, by_tap, rows, row_cols)
-    allowed_rows = _bound(terms, x_norms[rows][:, None, None]
-                          * g_norms[:, row_cols].transpose(1, 2, 0))
+    # Rows: every output channel of each sampled input channel's group;
+    # columns: every input channel of each sampled output channel's group.
+    row_cols = (rows // in_group)[:, None] * out_group + np.arange(out_group)[None, :]  # (R, O)
+    col_channels = np.arange(groups)[:, None] * out_group + columns[None, :]  # (G, C)
+    x_rows, x_groups = x[rows], x.reshape(groups, in_group, terms)
+    want_rows = np.empty((len(rows), out_group, taps))
+    allowed_rows = np.empty_like(want_rows)
+    want_cols = np.empty((in_channels, len(columns), taps))
+    allowed_cols = np.empty_like(want_cols)
+    # One tap's columns of out_grad at a time, (N * pixels, C_out): a big
+    # layer's columns of every tap at once are megabytes, fresh memory on a
+    # first call.
+    windows = _tap_windows(geom, out_grad)
+    for tap, at in enumerate(np.ndindex(*param.kernel)):
+        by_tap = np.ascontiguousarray(np.moveaxis(
+            windows[(slice(None), slice(None)) + at], 1, -1)).reshape(terms, param.num_filter)
+        g_norms = _norms(by_tap, "ko,ko->o").astype(np.float64)
+        want_rows[:, :, tap] = np.take_along_axis(x_rows @ by_tap, row_cols, axis=1)
+        allowed_rows[:, :, tap] = _bound(terms, x_norms[rows][:, None] * g_norms[row_cols])
+        picked = by_tap[:, col_channels].transpose(1, 0, 2)  # (G, terms, C)
+        want_cols[:, :, tap] = np.matmul(x_groups, picked).reshape(in_channels, -1)
+        allowed_cols[:, :, tap] = _bound(terms, x_norms[:, None] * np.repeat(
+            g_norms[col_channels], in_group, axis=0))
     where_rows = np.stack(np.broadcast_arrays(rows[:, None, None],
                                               np.arange(out_group)[None, :, None],
                                               np.arange(taps)[None, None, :]),
@@ -485,28 +495,9 @@ def backward_weights_result(geom: DeconvGeometry, data: np.ndarray, out_grad: np
     reason = _compare("backward weights", grad[rows], want_rows, allowed_rows, where_rows)
     if reason is not None:
         return reason
-    # Columns: every input channel of each sampled output channel's group.
-    col_channels = (np.arange(groups)[:, None] * out_group + columns[None, :])  # (G, C)
-    want_cols = np.empty((in_channels, len(columns), taps))
-    allowed_cols = np.empty_like(want_cols)
-    for group in range(groups):
-        members = slice(group * in_group, (group + 1) * in_group)
-        g_cols = by_tap[:, :, col_channels[group]]  # (taps, terms, C)
-        want_cols[members] = np.matmul(x[members][None], g_cols).transpose(1, 2, 0)
-        allowed_cols[members] = _bound(terms, x_norms[members][:, None, None]
-                                       * g_norms[:, col_channels[group]].T[None])
     where_cols = np.stack(np.broadcast_arrays(np.arange(in_channels)[:, None, None],
                                               columns[None, :, None],
                                               np.arange(taps)[None, None, :]),
                           axis=-1).reshape(-1, 3)
     return _compare("backward weights", grad[:, columns], want_cols, allowed_cols,
                     where_cols)
-
-
-def _row_products(x: np.ndarray, by_tap: np.ndarray, rows: np.ndarray,
-                  row_cols: np.ndarray) -> np.ndarray:
-    """weight_grad[rows] (R, out_group, taps) from x (C_in, terms) and
-    by_tap (taps, terms, C_out): each row meets only its group's columns."""
-    full = np.matmul(x[rows][None], by_tap)  # (taps, R, C_out)
-    picked = np.take_along_axis(full, row_cols[None], axis=2)  # (taps, R, O)
-    return picked.transpose(1, 2, 0)

@@ -216,7 +216,8 @@ def _first_listed():
 def test_a_hint_near_the_first_choice_leaves_the_first_plan(tmp_path, with_database):
     """A far record that ran oneDNN's first choice within HINT_START_RATIO of
     the hint: the first plan is oneDNN's first correct candidate, and the
-    tuner times only it and the shortlist (the record's candidates)."""
+    tuner times only it and the shortlist (the record's candidates), from
+    NEAR_BEST_WAIT times later than a layer the database says nothing of."""
     candidate = _not_first()
     if candidate is None:
         pytest.skip("this CPU offers one candidate for the layer")
@@ -224,9 +225,11 @@ def test_a_hint_near_the_first_choice_leaves_the_first_plan(tmp_path, with_datab
     close = 1 + (plans.tuner.HINT_START_RATIO - 1) / 2
     with_database(_database(tmp_path, [_record(candidate, shape=(32, 512, 40, 40),
                                                num_filter=256, near=[(first, close)])]))
+    plans.current_planner().tune_after_calls = 4
     _forward()
     choice = _choice()
     assert choice.how.startswith("first correct candidate"), choice.how
+    assert choice.tune_after_calls == 4 * plans.tuner.NEAR_BEST_WAIT
     assert not choice.confident and choice.tuner is not None
     assert choice.shortlist == {(tuple(candidate.variant), candidate.impl),
                                 (tuple(first.variant), first.impl)}

@@ -407,6 +407,10 @@ class Planner(_Provisional):
                     choice.found_at[0], choice.impl)
                 if expected is None or expected >= tuner_rules.PROMPT_RATIO:
                     choice.tune_after_calls = 0
+                elif expected < tuner_rules.HINT_START_RATIO:
+                    # Near the best already: tuning would cost more than it
+                    # gains in a short run; only a long one pays for it.
+                    choice.tune_after_calls *= tuner_rules.NEAR_BEST_WAIT
             if self.deterministic_on and plan is not None:
                 choice.how += ("; deterministic mode: checked before its first call, never "
                                "tuned, kept for the process")

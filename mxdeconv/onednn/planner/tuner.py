@@ -70,6 +70,12 @@ UNIT_CALLS = 4
 #: first call, DCGAN 512 -> 256's first 300 inference calls at batch 32 take
 #: a quarter to a half longer than untuned, the tuner not yet settled).
 TUNE_AFTER_CALLS, PROMPT_RATIO = 100, 1.5
+#: ... and from NEAR_BEST_WAIT times later where the plan database expects
+#: the running candidate within HINT_START_RATIO of the best (the hint, or a
+#: first choice the hint did not displace): there tuning finds little, and
+#: paid from the 100th call it took a quarter of DCGAN 512 -> 256's calls
+#: 100 to 300 (batch 32, inference, started on the hint).
+NEAR_BEST_WAIT = 3
 #: A new layer starts on the plan database's hint (not confident: tuned later,
 #: beside oneDNN's first choice) instead of oneDNN's first choice where the
 #: hint's nearest layers ran that this many times slower than the hint, or
