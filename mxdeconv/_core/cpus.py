@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Dict, FrozenSet, Iterator, List, Optional, Tuple
 
 __all__ = ["CpuLimits", "UsableCpus", "usable_cpus"]
 
@@ -42,10 +42,12 @@ _MAX_DEPTH = 64
 
 @dataclass(frozen=True)
 class UsableCpus:
-    """A CPU count and where it came from, in words for ``runtime_info()``."""
+    """A CPU count and where it came from, in words for ``runtime_info()``,
+    and the affinity mask read on the way (None: not read)."""
 
     count: int
     source: str
+    mask: Optional[FrozenSet[int]] = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -97,15 +99,22 @@ class CpuLimits:
 
     # -- the affinity mask --------------------------------------------------
     def affinity(self) -> Tuple[int, str]:
+        count, what, _ = self._affinity_mask()
+        return count, what
+
+    def _affinity_mask(self) -> Tuple[int, str, Optional[FrozenSet[int]]]:
+        """The affinity mask's count, its source, and the mask (None when the
+        count is a test's or the system has no mask)."""
         if self._affinity is not None:
-            return max(1, int(self._affinity)), "affinity mask"
+            return max(1, int(self._affinity)), "affinity mask", None
         getaffinity = getattr(os, "sched_getaffinity", None)
         if getaffinity is not None:
             try:
-                return max(1, len(getaffinity(0))), "affinity mask"
+                mask = frozenset(getaffinity(0))
+                return max(1, len(mask)), "affinity mask", mask
             except OSError:
                 pass
-        return max(1, os.cpu_count() or 1), "os.cpu_count()"
+        return max(1, os.cpu_count() or 1), "os.cpu_count()", None
 
     # -- the cgroup quota ---------------------------------------------------
     def _cgroups(self) -> Tuple[Optional[str], Optional[str]]:
@@ -230,12 +239,12 @@ class CpuLimits:
     # -- both ---------------------------------------------------------------
     def usable(self) -> UsableCpus:
         """min(affinity mask, cgroup quota), saying which one decided."""
-        count, what = self.affinity()
+        count, what, mask = self._affinity_mask()
         quota = self.quota()
         if quota is not None and quota[0] < count:
             return UsableCpus(quota[0], f"cgroup CPU quota ({quota[1]}; "
-                                        f"{what}: {count} CPUs)")
-        return UsableCpus(count, f"{what} ({count} CPU{'s' if count != 1 else ''})")
+                                        f"{what}: {count} CPUs)", mask)
+        return UsableCpus(count, f"{what} ({count} CPU{'s' if count != 1 else ''})", mask)
 
 
 def usable_cpus() -> UsableCpus:

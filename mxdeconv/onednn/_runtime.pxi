@@ -212,21 +212,17 @@ def _default_threads(usable=None):
         _threads_source = usable.source
     _set_threads(chosen)
     omp_set_num_threads(chosen)   # this thread's default from now on, too
-    _start_following(chosen)
+    _start_following(chosen, usable.mask)
 
 
-def _start_following(int most):
-    """Follow the load with a default team of ``most`` > 1 threads, unless
-    MXDECONV_FOLLOW_LOAD=off or the kernel's counts cannot be read."""
+def _start_following(int most, mask):
+    """Follow the load with a default team of ``most`` > 1 threads on the CPUs
+    of ``mask`` (None: all), unless MXDECONV_FOLLOW_LOAD=off or the kernel's
+    counts cannot be read."""
     global _follower
     _follower = None
     if most < 2 or env_word("MXDECONV_FOLLOW_LOAD", "on") != "on":
         return
-    getaffinity = getattr(os, "sched_getaffinity", None)
-    try:
-        mask = getaffinity(0) if getaffinity is not None else None
-    except OSError:
-        mask = None
     follower = _cpu_load.LoadFollower(most, _cpu_load.CpuTimes(mask))
     if follower.readable():
         _follower = follower

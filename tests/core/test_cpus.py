@@ -170,3 +170,15 @@ def test_a_cgroup_folder_that_is_a_file_never_raises(tmp_path):
 def test_this_process():
     usable = usable_cpus()
     assert isinstance(usable, UsableCpus) and usable.count >= 1 and usable.source
+
+
+def test_the_affinity_mask_read_is_carried_to_the_load_follower():
+    """usable_cpus() hands on the mask it read (the load follower watches
+    those CPUs), and a test's faked count carries none."""
+    import os
+    if not hasattr(os, "sched_getaffinity"):
+        pytest.skip("no affinity mask on this system")
+    usable = usable_cpus()
+    assert usable.mask == frozenset(os.sched_getaffinity(0))
+    assert usable.count <= len(usable.mask)
+    assert CpuLimits(affinity=3).usable().mask is None
