@@ -1,6 +1,7 @@
 """The CPUs a process can really run on (``mxdeconv._core.cpus``), on fake
 cgroup trees built in tmp_path: ``proc`` holds the process's ``cgroup`` and
 ``mountinfo`` files, ``root`` the mounted hierarchies."""
+import os
 from pathlib import Path
 
 import pytest
@@ -175,7 +176,6 @@ def test_this_process():
 def test_the_affinity_mask_read_is_carried_to_the_load_follower():
     """usable_cpus() hands on the mask it read (the load follower watches
     those CPUs), and a test's faked count carries none."""
-    import os
     if not hasattr(os, "sched_getaffinity"):
         pytest.skip("no affinity mask on this system")
     usable = usable_cpus()
