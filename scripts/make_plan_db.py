@@ -339,16 +339,16 @@ def _merged(runs: List[List[Dict[str, Any]]]) -> List[Dict[str, Any]]:
 def _database(records):
     from mxdeconv.onednn import plan_db
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as stream:
-        json.dump(_document(records, {}), stream)
+        stream.write(_document(records, {}))
     database = plan_db.PlanDatabase(Path(stream.name))
     database.families()  # read now (the file goes)
     os.unlink(stream.name)
     return database
 
 
-def _document(records, made):
-    """The database file: each distinct candidate once (``choices``), records
-    naming them by index."""
+def _document(records, made) -> str:
+    """The database file's text: each distinct candidate once (``choices``),
+    records naming them by index (``plan_db.file_text``: in their groups)."""
     from mxdeconv.onednn import plan_db
     keep = ("isa", "threads", "pass", "dtype", "training", "layer")
     choices: List[Dict[str, Any]] = []
@@ -368,7 +368,7 @@ def _document(records, made):
         compact.append(dict({k: record[k] for k in keep}, choice=numbered(record["choice"]),
                             near=[[numbered(named), round(ratio, 3)]
                                   for ratio, _, named in near[:plan_db.NEAR_KEPT]]))
-    return {"format": plan_db.FORMAT, "made": made, "choices": choices, "records": compact}
+    return plan_db.file_text(compact, made, choices)
 
 
 
@@ -432,7 +432,7 @@ def main() -> None:
                 seconds=None if args.tables_in else round(time.perf_counter() - begun),
                 command="python scripts/make_plan_db.py " + " ".join(sys.argv[1:]),
                 held_out=accuracy)
-    Path(args.out).write_text(json.dumps(_document(records, made), separators=(",", ":")))
+    Path(args.out).write_text(_document(records, made))
     if args.tables:
         Path(args.tables).write_text(json.dumps(records))
     print(json.dumps(made, indent=1))

@@ -45,8 +45,7 @@ def _record(candidate, shape=SHAPE, what="forward", training=False, threads=None
 
 def _database(tmp_path, records, made=None):
     path = tmp_path / "plan_db.json"
-    path.write_text(json.dumps({"format": plan_db.FORMAT, "made": made or {},
-                                "records": records}))
+    path.write_text(plan_db.file_text(records, made or {}, []))
     return path
 
 
@@ -165,7 +164,17 @@ def test_no_confident_prediction_leaves_the_planner_as_without_a_database(
     assert not choice.confident and "predicted" not in choice.how and choice.tuner is not None
 
 
-@pytest.mark.parametrize("content", ["{not json", '{"format": 99}', "[]", ""])
+def _grouped(groups):
+    """A file of this format whose groups are ``groups`` as given."""
+    return json.dumps({"format": plan_db.FORMAT, "groups": groups})
+
+
+@pytest.mark.parametrize("content", [
+    "{not json", '{"format": 99}', "[]", "", _grouped("not a dict"),
+    _grouped({plan_db.group_name((_ops.cpu_isa(), "forward", "float32", False, 2)): "{not json"}),
+    _grouped({plan_db.group_name((_ops.cpu_isa(), "forward", "float32", False, 2)): '{"a": 1}'}),
+    _grouped({plan_db.group_name((_ops.cpu_isa(), "forward", "float32", False, 2)): "[7, {}]"}),
+    _grouped({"not|a|group": "[]"})])
 def test_a_database_file_that_is_not_one_is_ignored(tmp_path, with_database, content):
     path = tmp_path / "plan_db.json"
     path.write_text(content)
@@ -310,7 +319,8 @@ def test_a_records_features_are_its_geometrys():
     if not plan_db.SHIPPED.exists():
         pytest.skip("no database shipped with this checkout")
     document = json.loads(plan_db.SHIPPED.read_text())
-    layers = {json.dumps(r["layer"], sort_keys=True): r["layer"] for r in document["records"]}
+    records = [r for text in document["groups"].values() for r in json.loads(text)]
+    layers = {json.dumps(r["layer"], sort_keys=True): r["layer"] for r in records}
     assert layers
     for layer in layers.values():
         for threads in (1, 2, 8):
