@@ -5,6 +5,7 @@ prediction is never a verdict (its plan is checked like any other), and a
 database that does not fit (another CPU, a candidate not offered, junk)
 leaves the planner as it is without one.  The databases here are the tests'
 own; the shipped one is only read."""
+import dataclasses
 import json
 
 import numpy as np
@@ -14,7 +15,7 @@ import mxdeconv
 from mxdeconv import KernelDefectWarning, nd
 from mxdeconv.onednn import plan_db
 from mxdeconv.onednn import planner as plans
-from mxdeconv.onednn.planner import confirm
+from mxdeconv.onednn.planner import confirm, kept
 from mxdeconv.onednn._loader import extension as _ops
 from mxdeconv.semantics import deconv_numpy
 from mxdeconv.semantics.attributes import infer_geometry, parse_params
@@ -271,6 +272,36 @@ def test_a_hint_far_ahead_of_the_first_choice_starts_the_layer(tmp_path, with_da
     assert {m.candidate.split(" (")[0] for m in settled.measured} <= {repr(candidate),
                                                                      repr(first)}, \
         settled.measured
+
+
+def test_a_hinted_choice_is_kept_and_found_again_by_its_variant(tmp_path, with_database):
+    """A hint's candidate is kept as the database's choice: a later process
+    finds it by its variant and layouts, never by its index (its variant's,
+    not the enumeration's, where another candidate may stand)."""
+    candidate = _not_first()
+    if candidate is None:
+        pytest.skip("this CPU offers one candidate for the layer")
+    with_database(_database(tmp_path, [_record(candidate, shape=(32, 512, 40, 40),
+                                               num_filter=256)]))
+    _forward()
+    choice = _choice()
+    assert choice.from_database and choice.how.startswith("hinted by"), choice.how
+    entry = plans.current_planner().store.get(kept._store_key(choice.key, GEOM))
+    assert entry["from_database"] is True and entry["tuned"] is False
+    assert entry["variant"] == list(candidate.variant)
+
+    def candidates(variant=None):
+        return _ops.forward_candidates(GEOM, "float32", False, False,
+                                       **({} if variant is None else {"variant": variant}))
+    again = kept._kept_choice(entry, GEOM)
+    assert again.from_database and again.found_at == choice.found_at
+    assert kept._rebuild(again, candidates) is not None
+    # Found by nothing else: without its variant the entry is not taken, and
+    # where its variant holds no such candidate, no index stands in for it.
+    assert kept._kept_choice({k: v for k, v in entry.items() if k != "variant"}, GEOM) is None
+    assert kept._kept_choice(dict(entry, from_database="yes"), GEOM) is None
+    moved = dataclasses.replace(again, found_at=(again.found_at[0], "elsewhere"))
+    assert kept._rebuild(moved, candidates) is None
 
 
 def test_a_gemm_plans_hint_never_displaces_the_first_choice(tmp_path, with_database):

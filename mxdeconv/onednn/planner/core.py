@@ -292,9 +292,13 @@ class Planner(_Provisional):
             self._warn(candidate, geom, reason)
             return None, None
         how = "predicted" if prediction.confident else "hinted"
-        return Choice(candidate.index, threads, candidate.impl, f"{how} by {prediction.source}",
-                      found_at=_found_at(candidate), provisional=provisional,
-                      confident=prediction.confident, from_database=True), plan
+        chosen = Choice(candidate.index, threads, candidate.impl,
+                        f"{how} by {prediction.source}", found_at=_found_at(candidate),
+                        provisional=provisional, confident=prediction.confident,
+                        from_database=True)
+        if not (provisional or prediction.confident):  # checked: kept as a first choice
+            kept._keep(self.store, key, geom, chosen, False)
+        return chosen, plan
 
     @staticmethod
     def _displaced_first(prediction: plan_db.Prediction, listing: _Listing

@@ -19,7 +19,7 @@ from mxdeconv.semantics.attributes import DeconvGeometry
 #: Part of the on-disk key: bumped whenever the candidates a pass enumerates
 #: change (a kept choice names its candidate by position) or the tuner's rules
 #: do (a kept choice is what they chose).  Its history: docs/changelog.rst.
-PLANNER_VERSION = 7
+PLANNER_VERSION = 8
 
 
 def _rebuild(choice: Choice, candidates: Callable[..., Iterable[Any]]) -> Any:
@@ -32,6 +32,8 @@ def _rebuild(choice: Choice, candidates: Callable[..., Iterable[Any]]) -> Any:
             for candidate in candidates(choice.found_at[0]):
                 if candidate.impl == choice.impl and _found_at(candidate) == choice.found_at:
                     return candidate.build()
+        if choice.from_database:  # its index is its variant's, not the enumeration's
+            return None
         for candidate in candidates():
             if candidate.index == choice.index:
                 if candidate.impl != choice.impl:
@@ -99,12 +101,16 @@ def _kept_choice(entry: Dict[str, Any], geom: DeconvGeometry,
     threads: Any = entry.get("threads")
     impl: Any = entry.get("impl")
     tuned = entry.get("tuned")
+    from_database = entry.get("from_database", False)
     measured = entry.get("measured", [])
-    # Only a tuned choice is found by its variant: a first choice's index is
-    # what its tuner takes as checked already, so it must be where it says.
-    found_at = _kept_found_at(entry.get("variant"), entry.get("layouts")) if tuned is True \
-        else None
-    if not (type(index) is int and index >= 0
+    # Only a tuned choice or the database's is found by its variant: a first
+    # choice's index is what its tuner takes as checked already, so it must
+    # be where it says; the database's is its variant's (found by it only).
+    found_at = _kept_found_at(entry.get("variant"), entry.get("layouts")) \
+        if tuned is True or from_database is True else None
+    if from_database is True and found_at is None:
+        return None
+    if not (type(index) is int and index >= 0 and type(from_database) is bool
             and _kept_count(threads, 1, _ops.MAX_THREADS)
             and threads in tuner._thread_options(geom, tuning)
             and _kept_text(impl) and type(tuned) is bool
@@ -114,7 +120,7 @@ def _kept_choice(entry: Dict[str, Any], geom: DeconvGeometry,
     how = "kept from an earlier tuning on this machine" if tuned else \
         "first correct candidate, kept from an earlier run on this machine"
     return Choice(index, threads, impl, how, measured=[Measured(*m) for m in measured],
-                  found_at=found_at)
+                  found_at=found_at, from_database=from_database)
 
 
 def _rivals(choice: Choice, within: float) -> FrozenSet[str]:
@@ -193,5 +199,6 @@ def _keep(store: plan_store.PlanStore, key: PlanKey, geom: DeconvGeometry, choic
                      for m in choice.measured],
         **({} if choice.found_at is None else
            {"variant": list(choice.found_at[0]), "layouts": choice.found_at[1]}),
+        **({"from_database": True} if choice.from_database else {}),
         plan_store.VERDICT: _verdict(choice)},
         defer=not tuned)  # first choices: one write for all, at the next or at exit
