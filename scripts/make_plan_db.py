@@ -249,7 +249,7 @@ def _ratios(record: Dict[str, Any]) -> Dict[Any, float]:
 def evaluate(records: List[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
     """Leave each base layer out, predict its records from the others."""
     from mxdeconv.onednn import plan_db
-    from mxdeconv.onednn.planner.tuner import GEMM_MARK, HINT_START_RATIO
+    from mxdeconv.onednn.planner.tuner import hint_displaces
     summary: Dict[str, Dict[str, Any]] = {}
     bases = sorted({r["base"] for r in records})
     for family in sorted({r["isa"] for r in records}):
@@ -275,12 +275,9 @@ def evaluate(records: List[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
                 ratio = ratios.get(prediction.choice, first_ratio)  # not offered: the first
                 predicted.append(ratio)
                 # The planner's first plan: the prediction where confident, or
-                # where a hint (not a GEMM plan) expects oneDNN's first choice
-                # HINT_START_RATIO slower (Planner._displaced_first).
-                expected = None if first is None else prediction.ratio(first.variant,
-                                                                       first.impl)
-                hint_starts = (first is not None and GEMM_MARK not in prediction.choice.impl
-                               and (expected is None or expected >= HINT_START_RATIO))
+                # where the hint displaces oneDNN's first choice.
+                hint_starts = first is not None and hint_displaces(prediction, first.variant,
+                                                                   first.impl)
                 started.append(ratio if prediction.confident or hint_starts else first_ratio)
                 short = [ratios[c] for c in prediction.shortlist if c in ratios]
                 shortlisted.append(min(short + [first_ratio]))

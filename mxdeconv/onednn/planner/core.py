@@ -310,15 +310,12 @@ class Planner(_Provisional):
         cheaper to start, and the tuner times the hint among its shortlist).
         A GEMM plan's hint never displaces it: its first call writes a column
         workspace as large as the layer's taps, and costs more than the hint
-        saves over a new layer's first ten calls."""
+        saves over a new layer's first ten calls (tuner.hint_displaces)."""
         if tuner_rules.GEMM_MARK in prediction.choice.impl:
-            return None
+            return None  # decided without enumerating a candidate
         first = listing.first()
         found = None if first is None else _found_at(first)
-        if found is None:
-            return None
-        expected = prediction.ratio(found[0], first.impl)
-        if expected is not None and expected < tuner_rules.HINT_START_RATIO:
+        if found is None or not tuner_rules.hint_displaces(prediction, found[0], first.impl):
             return None
         return tuple(found[0]), first.impl
 

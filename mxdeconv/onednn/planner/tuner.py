@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Generator, Iterable, List, Optional, Sequence, Tuple
 
-from .. import cpu_load
+from .. import cpu_load, plan_db
 from .._loader import extension as _ops
 from .choice import BackwardPlans, Choice, Measured, _found_at
 from .costs import _Costs
@@ -91,6 +91,18 @@ HINT_START_RATIO = 1.1
 #: What names a GEMM plan: mxdeconv's im2col and scatter plans, oneDNN's gemm
 #: convolution.
 GEMM_MARK = "gemm"
+
+
+def hint_displaces(prediction: plan_db.Prediction, variant: Tuple[Any, ...], impl: str) -> bool:
+    """Whether a hint (``prediction``, not confident) should run from a new
+    layer's first call instead of oneDNN's first candidate (``variant``,
+    ``impl``): where the hint's nearest layers ran that HINT_START_RATIO
+    times the hint's time or slower, or not near their fastest at all; never
+    for a GEMM plan's hint (see HINT_START_RATIO)."""
+    if GEMM_MARK in prediction.choice.impl:
+        return False
+    expected = prediction.ratio(variant, impl)
+    return expected is None or expected >= HINT_START_RATIO
 #: One process start in REVALIDATE_EVERY (a draw per layer pass) re-validates a
 #: tuned choice it takes from the plan cache: on the layer's later calls (after
 #: TUNE_AFTER_CALLS, paid as tuning is) it is timed again beside the candidates
