@@ -25,6 +25,8 @@ from planted import WrongCandidate
 PARAMS = dict(kernel=(3, 3), stride=(2, 2), pad=(1, 1), num_filter=8, no_bias=False)
 SHAPE = (2, 8, 5, 5)
 GEOM = infer_geometry(parse_params(PARAMS), SHAPE)
+#: A layer far from SHAPE (its record is a hint for it, never confident).
+FAR_SHAPE = (32, 512, 40, 40)
 
 
 def _named(candidate, one_thread=False):
@@ -151,7 +153,7 @@ def test_no_confident_prediction_leaves_the_planner_as_without_a_database(
     candidate = _not_first() or next(iter(_ops.forward_candidates(GEOM, "float32", False,
                                                                   False)))
     if how == "far":  # one record, of a layer far away: a hint, not confident
-        records = [_record(candidate, shape=(32, 512, 40, 40), num_filter=256)]
+        records = [_record(candidate, shape=FAR_SHAPE, num_filter=256)]
     elif how == "unknown impl":
         records = [dict(_record(candidate), choice=dict(_record(candidate)["choice"],
                                                         impl="no such kernel"))]
@@ -223,6 +225,15 @@ def _first_listed():
     return next(c for c in _ops.forward_candidates(GEOM, "float32", False, False))
 
 
+def _hinted(tmp_path, with_database, candidate, near=()):
+    """Plan the layer (one forward) with a database of one record far from it
+    that chose ``candidate`` (a hint, never confident); its choice."""
+    with_database(_database(tmp_path, [_record(candidate, shape=FAR_SHAPE,
+                                               num_filter=256, near=near)]))
+    _forward()
+    return _choice()
+
+
 def test_a_hint_near_the_first_choice_leaves_the_first_plan(tmp_path, with_database):
     """A far record that ran oneDNN's first choice within HINT_START_RATIO of
     the hint: the first plan is oneDNN's first correct candidate, and the
@@ -233,11 +244,8 @@ def test_a_hint_near_the_first_choice_leaves_the_first_plan(tmp_path, with_datab
         pytest.skip("this CPU offers one candidate for the layer")
     first = _first_listed()
     close = 1 + (plans.tuner.HINT_START_RATIO - 1) / 2
-    with_database(_database(tmp_path, [_record(candidate, shape=(32, 512, 40, 40),
-                                               num_filter=256, near=[(first, close)])]))
     plans.current_planner().tune_after_calls = 4
-    _forward()
-    choice = _choice()
+    choice = _hinted(tmp_path, with_database, candidate, near=[(first, close)])
     assert choice.how.startswith("first correct candidate"), choice.how
     assert choice.tune_after_calls == 4 * plans.tuner.NEAR_BEST_WAIT
     assert not choice.confident and choice.tuner is not None
@@ -256,10 +264,7 @@ def test_a_hint_far_ahead_of_the_first_choice_starts_the_layer(tmp_path, with_da
     if candidate is None:
         pytest.skip("this CPU offers one candidate for the layer")
     first = _first_listed()
-    with_database(_database(tmp_path, [_record(candidate, shape=(32, 512, 40, 40),
-                                               num_filter=256)]))
-    _forward()
-    choice = _choice()
+    choice = _hinted(tmp_path, with_database, candidate)
     assert choice.how.startswith("hinted by"), choice.how
     assert choice.impl == candidate.impl and choice.from_database
     assert not choice.confident and choice.tuner is not None
@@ -281,10 +286,7 @@ def test_a_hinted_choice_is_kept_and_found_again_by_its_variant(tmp_path, with_d
     candidate = _not_first()
     if candidate is None:
         pytest.skip("this CPU offers one candidate for the layer")
-    with_database(_database(tmp_path, [_record(candidate, shape=(32, 512, 40, 40),
-                                               num_filter=256)]))
-    _forward()
-    choice = _choice()
+    choice = _hinted(tmp_path, with_database, candidate)
     assert choice.from_database and choice.how.startswith("hinted by"), choice.how
     entry = plans.current_planner().store.get(kept._store_key(choice.key, GEOM))
     assert entry["from_database"] is True and entry["tuned"] is False
@@ -313,10 +315,7 @@ def test_a_gemm_plans_hint_never_displaces_the_first_choice(tmp_path, with_datab
                  and not c.is_reference), None)
     if gemm is None:
         pytest.skip("this CPU offers no GEMM candidate for the layer")
-    with_database(_database(tmp_path, [_record(gemm, shape=(32, 512, 40, 40),
-                                               num_filter=256)]))
-    _forward()
-    choice = _choice()
+    choice = _hinted(tmp_path, with_database, gemm)
     assert choice.how.startswith("first correct candidate"), choice.how
     assert (tuple(gemm.variant), gemm.impl) in choice.shortlist
 
