@@ -470,6 +470,7 @@ def backward_weights_result(geom: DeconvGeometry, data: np.ndarray, out_grad: np
     row_cols = (rows // in_group)[:, None] * out_group + np.arange(out_group)[None, :]  # (R, O)
     col_channels = np.arange(groups)[:, None] * out_group + columns[None, :]  # (G, C)
     x_rows, x_groups = x[rows], x.reshape(groups, in_group, terms)
+    row_norms = x_norms[rows][:, None]
     want_rows = np.empty((len(rows), out_group, taps))
     allowed_rows = np.empty_like(want_rows)
     want_cols = np.empty((in_channels, len(columns), taps))
@@ -483,7 +484,7 @@ def backward_weights_result(geom: DeconvGeometry, data: np.ndarray, out_grad: np
             windows[(slice(None), slice(None)) + at], 1, -1)).reshape(terms, param.num_filter)
         g_norms = _norms(by_tap, "ko,ko->o").astype(np.float64)
         want_rows[:, :, tap] = np.take_along_axis(x_rows @ by_tap, row_cols, axis=1)
-        allowed_rows[:, :, tap] = _bound(terms, x_norms[rows][:, None] * g_norms[row_cols])
+        allowed_rows[:, :, tap] = _bound(terms, row_norms * g_norms[row_cols])
         picked = by_tap[:, col_channels].transpose(1, 0, 2)  # (G, terms, C)
         want_cols[:, :, tap] = np.matmul(x_groups, picked).reshape(in_channels, -1)
         allowed_cols[:, :, tap] = _bound(terms, x_norms[:, None] * np.repeat(
