@@ -98,11 +98,7 @@ class CpuLimits:
         self._affinity = affinity
 
     # -- the affinity mask --------------------------------------------------
-    def affinity(self) -> Tuple[int, str]:
-        count, what, _ = self._affinity_mask()
-        return count, what
-
-    def _affinity_mask(self) -> Tuple[int, str, Optional[FrozenSet[int]]]:
+    def affinity(self) -> Tuple[int, str, Optional[FrozenSet[int]]]:
         """The affinity mask's count, its source, and the mask (None when the
         count is a test's or the system has no mask)."""
         if self._affinity is not None:
@@ -239,7 +235,7 @@ class CpuLimits:
     # -- both ---------------------------------------------------------------
     def usable(self) -> UsableCpus:
         """min(affinity mask, cgroup quota), saying which one decided."""
-        count, what, mask = self._affinity_mask()
+        count, what, mask = self.affinity()
         quota = self.quota()
         if quota is not None and quota[0] < count:
             return UsableCpus(quota[0], f"cgroup CPU quota ({quota[1]}; "
