@@ -26,17 +26,7 @@ from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport uintptr_t
 from libc.stdlib cimport free
-from posix.mman cimport madvise
 from posix.stdlib cimport posix_memalign
-
-cdef extern from *:
-    """
-    #include <sys/mman.h>
-    #ifndef MADV_HUGEPAGE  /* not Linux: no advice */
-    #define MADV_HUGEPAGE MADV_NORMAL
-    #endif
-    """
-    int MADV_HUGEPAGE
 
 from .env import env_int
 from .errors import MXNetError
@@ -94,15 +84,11 @@ SMALL_IDLE_PER_SIZE = 8
 cdef Py_ssize_t _SMALL_IDLE_PER_SIZE = SMALL_IDLE_PER_SIZE
 cdef Py_ssize_t _SMALL_MAX_BYTES = SMALL_MAX_BYTES
 #: Large pooled blocks start on a page: a whole block maps onto whole pages.
+#: They are not advised onto transparent huge pages: on a VM whose memory the
+#: host backs lazily, a huge page's first touch cost 30-120 ms in half of a
+#: new process's first DCGAN 512->256 calls (against 2 ms saved in the
+#: others), and the settled calls ran within 1.5 % either way.
 cdef size_t _PAGE = 4096
-#: Blocks this large start on a 2 MiB boundary and ask the kernel for
-#: transparent huge pages (where it hands them out on request, the common
-#: ``madvise`` setting), as NumPy does for its own arrays: a fresh block's
-#: first touch then faults once per 2 MiB instead of once per 4 KiB.
-#: Measured on a new process's first call of a DCGAN layer: oneDNN's reorder
-#: into a fresh 8 MiB weight block took 3.4 ms, 1.6 ms on huge pages.
-HUGE_PAGE_MIN_BYTES = 2 << 20
-cdef size_t _HUGE_PAGE = 2 << 20
 DEFAULT_POOL_BYTES = 1 << 30
 
 
@@ -174,11 +160,8 @@ cdef PooledBlock pooled_block(Py_ssize_t nbytes):
         _idle_bytes -= size
         _reused += large
     else:
-        if posix_memalign(&address, _HUGE_PAGE if size >= _HUGE_PAGE else
-                          _PAGE if large else _ALIGNMENT, size) != 0:
+        if posix_memalign(&address, _PAGE if large else _ALIGNMENT, size) != 0:
             raise MemoryError(f"could not allocate a block of {size} bytes")
-        if size >= _HUGE_PAGE:
-            madvise(address, size, MADV_HUGEPAGE)  # advice only: a refusal changes nothing
         _fresh += large
     block.address, block.size = address, size
     return block
