@@ -292,14 +292,17 @@ cdef tuple _pd_layout_keys(PrimitiveDesc pd):
 
 
 def forward_candidates(geom, str dtype, bint training, bint accumulate, act_type=None,
-                       bint fuse_activation=True, variant=None):
+                       bint fuse_activation=True, variant=None, ForwardHints hints=None):
     """The forward plans oneDNN offers for ``geom``, in order of preference:
     the bias fused into the primitive first, then added by a separate
     primitive; within each, the activation ``act_type`` (one of
     ELTWISE_ACTIVATIONS, or None) fused as a post-op first (unless
     ``fuse_activation`` is False), then run by a separate eltwise primitive;
-    within each, oneDNN's own layout choice first (``variant``: see _enumerate)."""
+    within each, oneDNN's own layout choice first (``variant``: see _enumerate;
+    ``hints``: the layer's ForwardHints, shared with its other enumerations)."""
     cdef Geometry g = Geometry.of(geom, dtype)
+    if hints is None:
+        hints = ForwardHints(geom, dtype)
     cdef Attr attr = Attr(accumulate)
     cdef Attr act_attr = attr
     cdef dnnl_prop_kind_t prop = dnnl_forward_training if training else dnnl_forward_inference
@@ -314,13 +317,12 @@ def forward_candidates(geom, str dtype, bint training, bint accumulate, act_type
     # A direct convolution takes neither the sum post-op nor a bias; mxdeconv's
     # bias loop adds float32 only.
     direct = DIRECT_FORWARD if dtype == "float32" and not accumulate else None
-    cdef PrimitiveDesc conv_hint = conv_forward_hint(g) if direct else None
 
     def make_pd(family, weights, fused, act_fused, direct):
         if direct:
             return direct_conv_pd(g, PASS_FORWARD, family_md(g.src_dims, dtype, family),
                                   weights_md(g, weights), family_md(g.dst_dims, dtype, family),
-                                  conv_hint)
+                                  hints.conv())
         # The post-op goes on the deconvolution only when the bias is in it
         # too; with a separate bias it rides on the bias addition instead.
         return deconv_pd(g, PASS_FORWARD, prop, family_md(g.src_dims, dtype, family),
@@ -426,24 +428,24 @@ cdef class BackwardWeightsPlan:
                 None if db is None else self.diff_bias.to_plain(db, None))
 
 
-def backward_weights_candidates(geom, str dtype, variant=None):
+def backward_weights_candidates(geom, str dtype, variant=None, ForwardHints hints=None):
     """Backward-weights plans for ``geom`` (diff_bias included when there is a
-    bias; ``variant``: see _enumerate)."""
+    bias; ``variant``: see _enumerate; ``hints``: see forward_candidates)."""
     cdef Geometry g = Geometry.of(geom, dtype)
-    cdef PrimitiveDesc hint = forward_hint(g)
+    if hints is None:
+        hints = ForwardHints(geom, dtype)
     # mxdeconv's bias-gradient loop sums float32 only.
     direct = DIRECT_BACKWARD_WEIGHTS if dtype == "float32" else None
-    cdef PrimitiveDesc conv_hint = conv_forward_hint(g) if direct else None
 
     def make_pd(family, weights, fused, act_fused, direct):
         if direct:
             return direct_conv_pd(g, PASS_BACKWARD_WEIGHTS,
                                   family_md(g.src_dims, dtype, family), weights_md(g, weights),
-                                  family_md(g.dst_dims, dtype, family), conv_hint)
+                                  family_md(g.dst_dims, dtype, family), hints.conv())
         return deconv_pd(g, PASS_BACKWARD_WEIGHTS, dnnl_backward_weights,
                          family_md(g.src_dims, dtype, family), weights_md(g, weights),
                          g.bias_any() if g.has_bias else None,
-                         family_md(g.dst_dims, dtype, family), hint, None)
+                         family_md(g.dst_dims, dtype, family), hints.deconv(), None)
 
     return _enumerate(make_pd, lambda c: build_backward_weights(g, c),
                       _variants(False, direct=direct),
@@ -498,10 +500,12 @@ cdef BackwardWeightsPlan build_backward_weights(Geometry g, Candidate c):
     return plan
 
 
-def backward_data_candidates(geom, str dtype, variant=None):
-    """Backward-data plans for ``geom`` (``variant``: see _enumerate)."""
+def backward_data_candidates(geom, str dtype, variant=None, ForwardHints hints=None):
+    """Backward-data plans for ``geom`` (``variant``: see _enumerate;
+    ``hints``: see forward_candidates)."""
     cdef Geometry g = Geometry.of(geom, dtype)
-    cdef PrimitiveDesc hint = forward_hint(g)
+    if hints is None:
+        hints = ForwardHints(geom, dtype)
 
     def make_pd(family, weights, fused, act_fused, direct):
         if direct:
@@ -510,7 +514,7 @@ def backward_data_candidates(geom, str dtype, variant=None):
                                   None)
         return deconv_pd(g, PASS_BACKWARD_DATA, dnnl_backward_data,
                          family_md(g.src_dims, dtype, family), weights_md(g, weights), None,
-                         family_md(g.dst_dims, dtype, family), hint, None)
+                         family_md(g.dst_dims, dtype, family), hints.deconv(), None)
 
     return _enumerate(make_pd, lambda c: build_backward_data(g, c),
                       _variants(False, direct=DIRECT_BACKWARD_DATA), only=variant)

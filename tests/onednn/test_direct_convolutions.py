@@ -293,3 +293,31 @@ def test_the_bias_loops_read_layouts_from_strides_and_blocks(dims):
     for family, width in (("blocked8", 8), ("blocked16", 16)):
         count = -(-channels // width)
         assert _ops.bias_loop_blocks(dims, family) == (images * count, count, pixels, width)
+
+
+@pytest.mark.parametrize("name", ["dcgan_512_256", "audio_1d", "grouped_adj"])
+def test_shared_forward_hints_enumerate_what_fresh_ones_do(name):
+    """One ForwardHints serves every enumeration of a layer's passes (its
+    forward descriptors are made once, when first needed): the candidates,
+    their layouts and plans are those each enumeration makes on its own, the
+    whole list and one variant alone, after one another in any order."""
+    geom = _layer(name)[0]
+    hints = _ops.ForwardHints(geom, "float32")
+    enumerations = {
+        "backward_data": lambda **kw: _ops.backward_data_candidates(geom, "float32", **kw),
+        "backward_weights": lambda **kw: _ops.backward_weights_candidates(geom, "float32", **kw),
+        "forward": lambda **kw: _ops.forward_candidates(geom, "float32", True, False, **kw),
+    }
+
+    def named(candidates):
+        return [(c.index, c.impl, tuple(c.variant), repr(c.layouts)) for c in candidates]
+    for what, enumerate_ in enumerations.items():
+        fresh = list(enumerate_())
+        assert named(enumerate_(hints=hints)) == named(fresh), what
+        last = fresh[-1]  # a variant alone, through the shared hints again
+        alone = [c for c in enumerate_(variant=last.variant, hints=hints)
+                 if c.impl == last.impl and repr(c.layouts) == repr(last.layouts)]
+        assert alone, what
+        alone[0].build()
+    with pytest.raises(TypeError):
+        _ops.backward_data_candidates(geom, "float32", hints="not hints")

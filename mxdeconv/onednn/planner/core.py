@@ -529,9 +529,11 @@ class Planner(_Provisional):
         # Without an activation, the arguments of earlier versions, for wrappers of these.
         extra = () if act_type is None else (act_type, fuse)
 
+        hints = _ops.ForwardHints(geom, dtype)  # made once, for every enumeration
+
         def candidates(variant: Optional[tuple] = None) -> Iterable[Any]:
             return _ops.forward_candidates(geom, dtype, training, accumulate, *extra,
-                                           **_only(variant))
+                                           **_only(variant), hints=hints)
         if act_type is None:
             make_check = lambda: kernel_check.forward_check(geom, dtype, accumulate)  # noqa: E731
         else:
@@ -558,10 +560,14 @@ class Planner(_Provisional):
         threads = _ops.get_num_threads()
         weights_costs, data_costs = _Costs(), _Costs()  # each tuner steps its own
         defective = _known_defective(geom, dtype)
+        # The forward descriptors both passes are planned against, made once
+        # for both and for every enumeration (on some layers each costs more
+        # than the call).
+        hints = _ops.ForwardHints(geom, dtype)
         weights = self._plan(
             BackwardKey("backward_weights", geom, dtype, threads, self.tuning_on), geom,
             lambda variant=None: (c for c in _ops.backward_weights_candidates(
-                geom, dtype, **_only(variant)) if not defective(c)),
+                geom, dtype, **_only(variant), hints=hints) if not defective(c)),
             lambda: kernel_check.backward_weights_check(geom, dtype), weights_costs,
             lambda plan: _backward_weights_cost(weights_costs, plan),
             self._may_be_provisional(geom, dtype, "backward_weights"))
@@ -569,7 +575,8 @@ class Planner(_Provisional):
             return weights
         data = self._plan(
             BackwardKey("backward_data", geom, dtype, threads, self.tuning_on), geom,
-            lambda variant=None: _ops.backward_data_candidates(geom, dtype, **_only(variant)),
+            lambda variant=None: _ops.backward_data_candidates(geom, dtype, **_only(variant),
+                                                               hints=hints),
             lambda: kernel_check.backward_data_check(geom, dtype), data_costs,
             # Looked up when timing (not on every call): the forward is
             # planned before the backward in a training step.
