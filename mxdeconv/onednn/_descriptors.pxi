@@ -117,6 +117,12 @@ cdef class ForwardHints:
             self._deconv = forward_hint(self.g)
         return self._deconv
 
+    cdef offer_deconv(self, PrimitiveDesc pd):
+        """Take a copy of ``pd``, a training forward's descriptor made as
+        forward_hint() makes it (before any next_impl), unless one is held."""
+        if self._deconv is None:
+            self._deconv = pd.clone()
+
     cdef PrimitiveDesc conv(self):
         """None when oneDNN has no forward convolution for the layer."""
         if not self._conv_made:

@@ -325,10 +325,14 @@ def forward_candidates(geom, str dtype, bint training, bint accumulate, act_type
                                   hints.conv())
         # The post-op goes on the deconvolution only when the bias is in it
         # too; with a separate bias it rides on the bias addition instead.
-        return deconv_pd(g, PASS_FORWARD, prop, family_md(g.src_dims, dtype, family),
-                         weights_md(g, weights), g.bias_any() if fused and g.has_bias else None,
-                         family_md(g.dst_dims, dtype, family), None,
-                         act_attr if act_fused and fused else attr)
+        pd = deconv_pd(g, PASS_FORWARD, prop, family_md(g.src_dims, dtype, family),
+                       weights_md(g, weights), g.bias_any() if fused and g.has_bias else None,
+                       family_md(g.dst_dims, dtype, family), None,
+                       act_attr if act_fused and fused else attr)
+        if (pd is not None and training and not accumulate and not act_fused and fused
+                and family == "any" and weights == "any"):
+            hints.offer_deconv(pd)  # forward_hint()'s very descriptor
+        return pd
 
     return _enumerate(make_pd, lambda c: build_forward(g, c),
                       _variants(g.has_bias, act_flags, direct), act_type, _forward_skip, variant,

@@ -130,6 +130,9 @@ class Planner(_Provisional):
         #: The choices made, by planner key (None: chosen again on the next visit).
         #: (None only without the extension, where nothing plans.)
         self.choices: Any = _ops.LRUCache(1 << 14) if _ops is not None else None
+        #: Each recent layer's forward descriptors (_ops.ForwardHints), by
+        #: (geometry, dtype): its forward and backward enumerations share them.
+        self.hints: Any = _ops.LRUCache(64) if _ops is not None else None
         #: The plan cache on disk.
         self.store = plan_store.PlanStore(plan_store.default_path) if store is None \
             else store
@@ -515,6 +518,15 @@ class Planner(_Provisional):
             tuner.finish()
         return len({key for key, _ in confirmations} | {key for key, _ in tuners})
 
+    def _hints(self, geom: DeconvGeometry, dtype: str) -> Any:
+        """The layer's forward descriptors (_ops.ForwardHints), shared by all its
+        passes' enumerations: on some layers each costs more than the call."""
+        hints = self.hints.get((geom, dtype))
+        if hints is None:
+            hints = _ops.ForwardHints(geom, dtype)
+            self.hints.put((geom, dtype), hints)
+        return hints
+
     def forward_plan(self, geom: DeconvGeometry, dtype: str, training: bool, accumulate: bool,
                      act_type: Optional[str] = None) -> Union[Any, Unavailable]:
         """The forward plan (``accumulate``: req=add as a sum post-op; ``act_type``:
@@ -529,7 +541,7 @@ class Planner(_Provisional):
         # Without an activation, the arguments of earlier versions, for wrappers of these.
         extra = () if act_type is None else (act_type, fuse)
 
-        hints = _ops.ForwardHints(geom, dtype)  # made once, for every enumeration
+        hints = self._hints(geom, dtype)
 
         def candidates(variant: Optional[tuple] = None) -> Iterable[Any]:
             return _ops.forward_candidates(geom, dtype, training, accumulate, *extra,
@@ -560,10 +572,7 @@ class Planner(_Provisional):
         threads = _ops.get_num_threads()
         weights_costs, data_costs = _Costs(), _Costs()  # each tuner steps its own
         defective = _known_defective(geom, dtype)
-        # The forward descriptors both passes are planned against, made once
-        # for both and for every enumeration (on some layers each costs more
-        # than the call).
-        hints = _ops.ForwardHints(geom, dtype)
+        hints = self._hints(geom, dtype)
         weights = self._plan(
             BackwardKey("backward_weights", geom, dtype, threads, self.tuning_on), geom,
             lambda variant=None: (c for c in _ops.backward_weights_candidates(
