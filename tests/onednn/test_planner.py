@@ -444,3 +444,21 @@ def test_the_installed_planner_is_the_one_the_module_and_the_compiled_calls_read
     assert plans.current_planner() is previous and plans.tuning_on == previous.tuning_on
     with pytest.raises(TypeError):
         plans.use_planner(object())
+
+
+def test_a_layers_passes_share_one_set_of_forward_hints():
+    """A training step's forward and both backward passes enumerate against
+    one ForwardHints (its descriptors made once: on some layers each costs
+    more than the call); another layer gets its own."""
+    x, w, b = _arrays()
+    geom = _geometry(x)
+    planner = plans.current_planner()
+    assert planner.hints.peek((geom, "float32")) is None
+    plans.forward_plan(geom, "float32", True, False)
+    hints = planner.hints.peek((geom, "float32"))
+    assert isinstance(hints, _ops.ForwardHints)
+    plans.backward_plans(geom, "float32")
+    assert planner.hints.peek((geom, "float32")) is hints
+    other = infer_geometry(parse_params(KW), (1,) + x.shape[1:])
+    plans.forward_plan(other, "float32", False, False)
+    assert planner.hints.peek((other, "float32")) not in (None, hints)
