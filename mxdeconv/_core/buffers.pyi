@@ -9,7 +9,6 @@ ALIGNMENT: int
 PHYSICAL_MEMORY: int
 #: Blocks from this many bytes on are pooled for reuse.
 POOL_MIN_BYTES: int
-HUGE_PAGE_MIN_BYTES: int
 #: Blocks up to this many bytes are pooled too, SMALL_IDLE_PER_SIZE of each size.
 SMALL_MAX_BYTES: int
 SMALL_IDLE_PER_SIZE: int
