@@ -470,25 +470,23 @@ def backward_weights_result(geom: DeconvGeometry, data: np.ndarray, out_grad: np
     row_cols = (rows // in_group)[:, None] * out_group + np.arange(out_group)[None, :]  # (R, O)
     col_channels = np.arange(groups)[:, None] * out_group + columns[None, :]  # (G, C)
     x_rows, x_groups = x[rows], x.reshape(groups, in_group, terms)
-    row_norms = x_norms[rows][:, None]
     want_rows = np.empty((len(rows), out_group, taps))
-    allowed_rows = np.empty_like(want_rows)
     want_cols = np.empty((in_channels, len(columns), taps))
-    allowed_cols = np.empty_like(want_cols)
+    g_norms = np.empty((param.num_filter, taps))  # each output channel's, per tap
     # One tap's columns of out_grad at a time, (N * pixels, C_out): a big
     # layer's columns of every tap at once are megabytes, fresh memory on a
-    # first call.
+    # first call.  The bounds follow, for every tap at once.
     windows = _tap_windows(geom, out_grad)
     for tap, at in enumerate(np.ndindex(*param.kernel)):
         by_tap = np.ascontiguousarray(np.moveaxis(
             windows[(slice(None), slice(None)) + at], 1, -1)).reshape(terms, param.num_filter)
-        g_norms = _norms(by_tap, "ko,ko->o").astype(np.float64)
+        g_norms[:, tap] = _norms(by_tap, "ko,ko->o")
         want_rows[:, :, tap] = np.take_along_axis(x_rows @ by_tap, row_cols, axis=1)
-        allowed_rows[:, :, tap] = _bound(terms, row_norms * g_norms[row_cols])
         picked = by_tap[:, col_channels].transpose(1, 0, 2)  # (G, terms, C)
         want_cols[:, :, tap] = np.matmul(x_groups, picked).reshape(in_channels, -1)
-        allowed_cols[:, :, tap] = _bound(terms, x_norms[:, None] * np.repeat(
-            g_norms[col_channels], in_group, axis=0))
+    allowed_rows = _bound(terms, x_norms[rows][:, None, None] * g_norms[row_cols])
+    allowed_cols = _bound(terms, x_norms[:, None, None] * np.repeat(
+        g_norms[col_channels], in_group, axis=0))
     where_rows = np.stack(np.broadcast_arrays(rows[:, None, None],
                                               np.arange(out_group)[None, :, None],
                                               np.arange(taps)[None, None, :]),
