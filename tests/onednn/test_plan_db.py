@@ -254,6 +254,34 @@ def test_a_hint_near_the_first_choice_leaves_the_first_plan(tmp_path, with_datab
     assert "among the 2 candidates" in choice.how
 
 
+def test_a_hint_naming_a_suspect_first_candidate_runs_it_made_once(
+        tmp_path, with_database, monkeypatch):
+    """oneDNN's first candidate is a known suspect (as brgemm deconvolutions
+    with a fused bias are), and the hint names it: the first plan is the hint,
+    checked like any other, made from the candidate the listing made (not
+    enumerated again), where it used to be the next candidate that is no
+    suspect, which the database did not rate (on a 1-D layer 1.9x slower)."""
+    if _not_first() is None:
+        pytest.skip("this CPU offers one candidate for the layer")
+    first = _first_listed()
+    monkeypatch.setattr(plans.core, "_known_suspect",
+                        lambda geom: lambda c: (c.impl, tuple(c.variant)) ==
+                        (first.impl, tuple(first.variant)))
+    asked = []
+    enumerate_ = _ops.forward_candidates
+
+    def counted(*args, **kwargs):
+        asked.append(kwargs.get("variant"))
+        return enumerate_(*args, **kwargs)
+    monkeypatch.setattr(plans.core._ops, "forward_candidates", counted)
+    choice = _hinted(tmp_path, with_database, first)
+    assert choice.how.startswith("hinted by"), choice.how
+    assert (choice.impl, choice.found_at[0]) == (first.impl, tuple(first.variant))
+    assert choice.from_database and not choice.confident
+    assert asked[:1] == [None] and tuple(first.variant) not in [
+        None if v is None else tuple(v) for v in asked[1:]], asked
+
+
 def test_a_hint_far_ahead_of_the_first_choice_starts_the_layer(tmp_path, with_database):
     """A far record that did not run oneDNN's first choice near its best (a
     hint that expects a gain of HINT_START_RATIO or more): the hint's

@@ -61,6 +61,10 @@ class _Listing:
             self._started = (next(rest, None), rest)
         return self._started[0]
 
+    def made_first(self) -> Any:
+        """oneDNN's first candidate if :meth:`first` has made it, else None."""
+        return None if self._started is None else self._started[0]
+
     def __call__(self, variant: Optional[tuple] = None) -> Iterable[Any]:
         if variant is None and self._started is not None:
             first, rest = self._started
@@ -281,9 +285,18 @@ class Planner(_Provisional):
         threads = 1 if choice.one_thread else _ops.get_num_threads()
         if threads not in tuner_rules._thread_options(geom, self.tuning_on):
             return None, None
+
+        def predicted(candidate: Any) -> bool:
+            return candidate is not None and candidate.impl == choice.impl and \
+                tuple(candidate.variant) == tuple(choice.variant)
+        # oneDNN's first candidate, where the listing made it already (on the
+        # caller's threads) and it is the prediction, is not made twice: a
+        # descriptor can cost tens of milliseconds.
+        made = candidates.made_first() if isinstance(candidates, _Listing) and \
+            threads == _ops.get_num_threads() else None
         with _ops.using_threads(threads):
-            candidate = next((c for c in candidates(choice.variant) if c.impl == choice.impl
-                              and tuple(c.variant) == tuple(choice.variant)), None)
+            candidate = made if predicted(made) else \
+                next((c for c in candidates(choice.variant) if predicted(c)), None)
             if candidate is None:
                 return None, None
             try:
@@ -304,7 +317,8 @@ class Planner(_Provisional):
         return chosen, plan
 
     @staticmethod
-    def _displaced_first(prediction: plan_db.Prediction, listing: _Listing
+    def _displaced_first(prediction: plan_db.Prediction, listing: _Listing,
+                         suspect: Optional[Callable[[Any], bool]] = None
                          ) -> Optional[Tuple[Tuple[Any, ...], str]]:
         """oneDNN's first candidate (as a shortlist names it) where a hint should
         run from the first call instead: where the hint's nearest layers ran it
@@ -313,12 +327,19 @@ class Planner(_Provisional):
         cheaper to start, and the tuner times the hint among its shortlist).
         A GEMM plan's hint never displaces it: its first call writes a column
         workspace as large as the layer's taps, and costs more than the hint
-        saves over a new layer's first ten calls (tuner.hint_displaces)."""
+        saves over a new layer's first ten calls (tuner.hint_displaces).
+        Where the first candidate is a known ``suspect``, the first plan would
+        not be it but a later candidate the database did not rate (on a 1-D
+        layer: 1.9x the hint's time, reached through two more 40-80 ms
+        descriptors): the hint runs instead, whatever it is."""
         if tuner_rules.GEMM_MARK in prediction.choice.impl:
             return None  # decided without enumerating a candidate
         first = listing.first()
         found = None if first is None else _found_at(first)
-        if found is None or not tuner_rules.hint_displaces(prediction, found[0], first.impl):
+        if found is None:
+            return None
+        if not (suspect is not None and suspect(first)) and \
+                not tuner_rules.hint_displaces(prediction, found[0], first.impl):
             return None
         return tuple(found[0]), first.impl
 
@@ -391,9 +412,11 @@ class Planner(_Provisional):
             listing = _Listing(candidates)
             if choice is None and prediction is not None:
                 if not prediction.confident:
-                    displaced = self._displaced_first(prediction, listing)
+                    displaced = self._displaced_first(
+                        prediction, listing,
+                        _known_suspect(geom) if key.what == "forward" else None)
                 if prediction.confident or displaced is not None:
-                    choice, plan = self._predicted_choice(key, geom, candidates, check,
+                    choice, plan = self._predicted_choice(key, geom, listing, check,
                                                           provisional, prediction)
             if choice is None:  # eager tuning too starts from it: the same choice either way
                 choice, plan = self._first_choice(key, geom, listing, check,
