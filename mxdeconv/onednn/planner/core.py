@@ -331,7 +331,7 @@ class Planner(_Provisional):
         Where the first candidate is a known ``suspect``, the first plan would
         not be it but a later candidate the database did not rate (on a 1-D
         layer: 1.9x the hint's time, reached through two more 40-80 ms
-        descriptors): the hint runs instead, whatever it is."""
+        descriptors): the hint runs instead, whatever the ratio."""
         if tuner_rules.GEMM_MARK in prediction.choice.impl:
             return None  # decided without enumerating a candidate
         first = listing.first()
