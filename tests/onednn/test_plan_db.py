@@ -282,6 +282,38 @@ def test_a_hint_naming_a_suspect_first_candidate_runs_it_made_once(
         None if v is None else tuple(v) for v in asked[1:]], asked
 
 
+def test_a_hinted_suspect_that_is_wrong_here_is_refused_before_its_first_result(
+        tmp_path, with_database, monkeypatch):
+    """The hinted suspect first candidate computes a wrong bias on this layer:
+    the check refuses it with one warning before any result, and the layer
+    runs the first correct candidate, as without a database."""
+    if _not_first() is None:
+        pytest.skip("this CPU offers one candidate for the layer")
+    first = _first_listed()
+    signature = (first.impl, tuple(first.variant))
+    monkeypatch.setattr(plans.core, "_known_suspect",
+                        lambda geom: lambda c: (c.impl, tuple(c.variant)) == signature)
+    real = _ops.forward_candidates
+
+    class Disguised(WrongCandidate):
+        def __init__(self, c):
+            super().__init__(c)
+            self.index, self.impl, self.variant, self.layouts = c.index, c.impl, c.variant, \
+                c.layouts
+
+    monkeypatch.setattr(_ops, "forward_candidates", lambda *a, **k: iter(
+        [Disguised(c) if (c.impl, tuple(c.variant)) == signature else c
+         for c in real(*a, **k)]))
+    was = plans.set_provisional(False)
+    try:
+        with pytest.warns(KernelDefectWarning):
+            choice = _hinted(tmp_path, with_database, first)  # _forward checks the result
+    finally:
+        plans.set_provisional(was)
+    assert choice.how.startswith("first correct candidate"), choice.how
+    assert (choice.impl, choice.found_at[0]) != signature
+
+
 def test_a_hint_far_ahead_of_the_first_choice_starts_the_layer(tmp_path, with_database):
     """A far record that did not run oneDNN's first choice near its best (a
     hint that expects a gain of HINT_START_RATIO or more): the hint's
