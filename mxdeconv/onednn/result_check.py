@@ -46,6 +46,7 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple, TypeVar
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from mxdeconv._core.buffers import aligned_empty
 from mxdeconv.semantics.attributes import DeconvGeometry
 from .blas_threads import one_blas_thread
 
@@ -420,7 +421,11 @@ def _tap_windows(geom: DeconvGeometry, out_grad: np.ndarray) -> np.ndarray:
     lead = [max(0, p) for p in geom.pad_l]
     trail = [max(0, param.stride[a] * (geom.spatial_in[a] - 1) + param.dilated_kernel(a)
                  - geom.pad_l[a] - geom.spatial_out[a]) for a in range(param.ndim)]
-    canvas = np.pad(out_grad, [(0, 0), (0, 0)] + list(zip(lead, trail)))
+    # Zero beyond the output's edges; where no tap reaches past them (kernel
+    # within stride, no crop: a U-Net up-sampling), out_grad itself, not a
+    # copy of it (megabytes of fresh memory on a first call).
+    canvas = np.pad(out_grad, [(0, 0), (0, 0)] + list(zip(lead, trail))) \
+        if any(lead) or any(trail) else out_grad
     offset = [lead[a] - geom.pad_l[a] for a in range(param.ndim)]  # >= 0
     start = canvas[(slice(None), slice(None)) + tuple(slice(o, None) for o in offset)]
     batch_stride, channel_stride, *pixel_strides = start.strides
@@ -457,8 +462,12 @@ def backward_weights_result(geom: DeconvGeometry, data: np.ndarray, out_grad: np
             return reason
     if weight_grad is None:
         return None
-    x = np.ascontiguousarray(data.reshape(batch, in_channels, pixels).transpose(
-        1, 0, 2)).reshape(in_channels, terms)
+    # In a pooled block: a big layer's data is megabytes, and NumPy's fresh
+    # blocks of 4 MiB and more are advised onto huge pages (slow to touch
+    # first on a lazily backed VM).
+    x = aligned_empty((in_channels, batch, pixels), data.dtype)
+    np.copyto(x, data.reshape(batch, in_channels, pixels).transpose(1, 0, 2))
+    x = x.reshape(in_channels, terms)
     x_norms = _norms(x, "ik,ik->i").astype(np.float64)
     grad = weight_grad.reshape(in_channels, out_group, taps)
     lines = max(2, min(MAX_LINES, int(SAMPLE_SHARE * pass_macs(geom)
