@@ -69,6 +69,27 @@ def _not_first(what="forward"):
     return listed[1] if len(listed) > 1 else None
 
 
+def _named_as(candidate):
+    """A predicate: whether a candidate has ``candidate``'s kernel and variant."""
+    signature = (candidate.impl, tuple(candidate.variant))
+    return lambda c: (c.impl, tuple(c.variant)) == signature
+
+
+def _plant_wrong(monkeypatch, named):
+    """The forward candidates that ``named`` picks compute a wrong bias
+    (planted.WrongCandidate), under their own name, index and layouts."""
+    real = _ops.forward_candidates
+
+    class Disguised(WrongCandidate):
+        def __init__(self, c):
+            super().__init__(c)
+            self.index, self.impl, self.variant, self.layouts = c.index, c.impl, c.variant, \
+                c.layouts
+
+    monkeypatch.setattr(_ops, "forward_candidates", lambda *a, **k: iter(
+        [Disguised(c) if named(c) else c for c in real(*a, **k)]))
+
+
 def _forward(data_seed=0):
     rng = np.random.default_rng(data_seed)
     data = rng.standard_normal(SHAPE).astype(np.float32)
@@ -105,17 +126,7 @@ def test_a_prediction_is_checked_like_any_plan(tmp_path, with_database, monkeypa
     candidate = _not_first()
     if candidate is None:
         pytest.skip("this CPU offers one candidate for the layer")
-    real = _ops.forward_candidates
-    signature = (candidate.impl, candidate.variant)
-
-    class Disguised(WrongCandidate):
-        def __init__(self, c):
-            super().__init__(c)
-            self.index, self.impl, self.variant, self.layouts = c.index, c.impl, c.variant, \
-                c.layouts
-
-    monkeypatch.setattr(_ops, "forward_candidates", lambda *a, **k: iter(
-        [Disguised(c) if (c.impl, c.variant) == signature else c for c in real(*a, **k)]))
+    _plant_wrong(monkeypatch, _named_as(candidate))
     with_database(_database(tmp_path, [_record(candidate)]))
     with pytest.warns(KernelDefectWarning):
         _forward()
@@ -264,9 +275,7 @@ def test_a_hint_naming_a_suspect_first_candidate_runs_it_made_once(
     if _not_first() is None:
         pytest.skip("this CPU offers one candidate for the layer")
     first = _first_listed()
-    monkeypatch.setattr(plans.core, "_known_suspect",
-                        lambda geom: lambda c: (c.impl, tuple(c.variant)) ==
-                        (first.impl, tuple(first.variant)))
+    monkeypatch.setattr(plans.core, "_known_suspect", lambda geom: _named_as(first))
     asked = []
     enumerate_ = _ops.forward_candidates
 
@@ -290,20 +299,8 @@ def test_a_hinted_suspect_that_is_wrong_here_is_refused_before_its_first_result(
     if _not_first() is None:
         pytest.skip("this CPU offers one candidate for the layer")
     first = _first_listed()
-    signature = (first.impl, tuple(first.variant))
-    monkeypatch.setattr(plans.core, "_known_suspect",
-                        lambda geom: lambda c: (c.impl, tuple(c.variant)) == signature)
-    real = _ops.forward_candidates
-
-    class Disguised(WrongCandidate):
-        def __init__(self, c):
-            super().__init__(c)
-            self.index, self.impl, self.variant, self.layouts = c.index, c.impl, c.variant, \
-                c.layouts
-
-    monkeypatch.setattr(_ops, "forward_candidates", lambda *a, **k: iter(
-        [Disguised(c) if (c.impl, tuple(c.variant)) == signature else c
-         for c in real(*a, **k)]))
+    monkeypatch.setattr(plans.core, "_known_suspect", lambda geom: _named_as(first))
+    _plant_wrong(monkeypatch, _named_as(first))
     was = plans.set_provisional(False)
     try:
         with pytest.warns(KernelDefectWarning):
@@ -311,7 +308,7 @@ def test_a_hinted_suspect_that_is_wrong_here_is_refused_before_its_first_result(
     finally:
         plans.set_provisional(was)
     assert choice.how.startswith("first correct candidate"), choice.how
-    assert (choice.impl, choice.found_at[0]) != signature
+    assert (choice.impl, choice.found_at[0]) != (first.impl, tuple(first.variant))
 
 
 def test_a_hint_far_ahead_of_the_first_choice_starts_the_layer(tmp_path, with_database):
