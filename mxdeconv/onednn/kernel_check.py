@@ -46,6 +46,11 @@ _BATCH_FACTORS = (1, -1, 2, -2)
 _WEIGHT_GRAD_FACTORS = (1, 2)
 #: Below this bound on a sum's magnitude, float32 represents every partial sum.
 _EXACT_LIMIT = 2 ** 24
+#: Bytes of im2col columns the reference forms at once (deconv_numpy's
+#: ``column_budget``): a check runs on a new layer's early calls, where every
+#: fresh page costs a fault (under NumPy's 4 MiB huge-page threshold, whose
+#: first touch cost 30-120 ms on a lazily backed VM).
+_REFERENCE_COLUMNS = 2 << 20
 
 Check = Callable[[Any], Optional[str]]
 
@@ -225,7 +230,8 @@ class _ForwardCase:
         factors = _per_image(_BATCH_FACTORS, self.batch, self.ndim)
         weight, ref_weight = _in_both(self.weight, dtype, self.ref_dtype)
         self.reference = deconv_numpy.forward(one, self.image.astype(self.ref_dtype),
-                                              ref_weight, None)[0]
+                                              ref_weight, None, _REFERENCE_COLUMNS)[0]
+        self._want = np.empty_like(self.reference)  # expected()'s, reused per image
         self.bias = None if geom.bias_shape is None else _integers(bits, geom.bias_shape,
                                                                    nonzero=True)
         self.prefill = _integers(bits, geom.out_shape) if accumulate else None
@@ -241,7 +247,9 @@ class _ForwardCase:
             self.ref_dtype)
 
     def expected(self, n: int, factors: Sequence[int] = _BATCH_FACTORS) -> np.ndarray:
-        want = factors[n % len(factors)] * self.reference + self.channel_bias()
+        """Image ``n``'s expected values, in a buffer the next call overwrites."""
+        want = np.multiply(self.reference, factors[n % len(factors)], out=self._want)
+        want += self.channel_bias()
         if self.prefill is not None:
             want += self.prefill[n]
         return want
@@ -391,17 +399,20 @@ def backward_data_check(geom: DeconvGeometry, dtype: Any) -> Check:
                                           np.broadcast_to(np.zeros((), ref_dtype),
                                                           one.data_shape),
                                           ref_weight, need_data=True,
-                                          need_weight=False, need_bias=False)[0]
+                                          need_weight=False, need_bias=False,
+                                          column_budget=_REFERENCE_COLUMNS)[0]
         assert data_grad is not None  # need_data=True
         reference = data_grad[0]
         scale = np.asarray(_BATCH_FACTORS, dtype=ref_dtype)
         inputs = (_pooled(factors * grad, dtype), weight)
+        want = np.empty_like(reference)  # image n's expected values, in turn
 
         def check(plan: Any) -> Optional[str]:
             got, failure = _run("backward data", lambda: plan.run_plain(*inputs))
-            return failure or _compare("backward data", got,
-                                       lambda n: scale[n % len(scale)] * reference, bound,
-                                       dtype)
+            return failure or _compare(
+                "backward data", got,
+                lambda n: np.multiply(reference, scale[n % len(scale)], out=want), bound,
+                dtype)
         return check
     return _lazy(prepare)
 
@@ -422,7 +433,8 @@ def backward_weights_check(geom: DeconvGeometry, dtype: Any) -> Check:
         unused_weight = np.broadcast_to(np.zeros((), ref_dtype), geom.weight_shape)
         _, weight_ref, bias_ref = deconv_numpy.backward(
             one, grad.astype(ref_dtype), image.astype(ref_dtype), unused_weight,
-            need_data=False, need_weight=True, need_bias=geom.bias_shape is not None)
+            need_data=False, need_weight=True, need_bias=geom.bias_shape is not None,
+            column_budget=_REFERENCE_COLUMNS)
         assert weight_ref is not None  # need_weight=True
         weight_ref *= int(factors.sum())  # the expected weight gradient, in place
         bias_expected = None if bias_ref is None else batch * bias_ref

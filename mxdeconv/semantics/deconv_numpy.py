@@ -52,16 +52,27 @@ def _crop(geom: DeconvGeometry) -> Tuple[slice, ...]:
 
 
 #: Bytes of im2col columns formed at once: the kernel taps are taken in chunks,
-#: so a large kernel never needs columns of the whole kernel at once.
+#: so a large kernel never needs columns of the whole kernel at once.  One
+#: buffer holds every chunk's columns in turn.
 COLUMN_BUDGET = 64 << 20
 
 
-def _tap_chunks(geom: DeconvGeometry, itemsize: int) -> List[Tuple[Tuple[int, ...], ...]]:
-    """The kernel's taps (index tuples) in chunks whose columns fit COLUMN_BUDGET."""
+def _tap_chunks(geom: DeconvGeometry, itemsize: int, budget: Optional[int] = None
+                ) -> List[Tuple[Tuple[int, ...], ...]]:
+    """The kernel's taps (index tuples) in chunks whose columns fit ``budget``
+    bytes (COLUMN_BUDGET by default)."""
     taps = list(np.ndindex(*geom.param.kernel))
     per_tap = geom.data_shape[0] * geom.param.num_filter * math.prod(geom.spatial_in) * itemsize
-    size = max(1, COLUMN_BUDGET // max(per_tap, 1))
+    size = max(1, (COLUMN_BUDGET if budget is None else budget) // max(per_tap, 1))
     return [tuple(taps[i:i + size]) for i in range(0, len(taps), size)]
+
+
+def _column_buffer(chunks: Sequence[Sequence[Any]], geom: DeconvGeometry,
+                   dtype: np.dtype) -> np.ndarray:
+    """Flat room for the largest chunk's columns, reused by every chunk: fresh
+    memory costs a page fault per page, and on some machines far more."""
+    per_tap = geom.data_shape[0] * geom.param.num_filter * math.prod(geom.spatial_in)
+    return np.empty(per_tap * max(len(c) for c in chunks), dtype=dtype)
 
 
 def _grouped_taps(weight: np.ndarray, geom: DeconvGeometry,
@@ -86,8 +97,9 @@ def workspace_bytes(geom: DeconvGeometry, dtype: np.dtype) -> int:
 
 
 def forward(geom: DeconvGeometry, data: np.ndarray, weight: np.ndarray,
-            bias: Optional[np.ndarray]) -> np.ndarray:
-    """Deconvolution forward; returns a new array of ``geom.out_shape``."""
+            bias: Optional[np.ndarray], column_budget: Optional[int] = None) -> np.ndarray:
+    """Deconvolution forward; returns a new array of ``geom.out_shape``
+    (``column_budget``: see :func:`_tap_chunks`)."""
     param, dtype = geom.param, compute_dtype(data.dtype)
     batch, channels = geom.data_shape[:2]
     groups = param.num_group
@@ -96,9 +108,13 @@ def forward(geom: DeconvGeometry, data: np.ndarray, weight: np.ndarray,
     weight = weight.astype(dtype, copy=False)
     canvas = np.zeros((batch, param.num_filter) + _canvas_extent(geom), dtype=dtype)
     windows = _windows(canvas, geom, writeable=True)
-    for taps in _tap_chunks(geom, dtype.itemsize):
+    chunks = _tap_chunks(geom, dtype.itemsize, column_budget)
+    room = _column_buffer(chunks, geom, dtype)
+    for taps in chunks:
         # cols[n, g, (oc, tap), pixel]: each input pixel's contribution through each tap.
-        cols = np.matmul(_grouped_taps(weight, geom, taps).transpose(0, 2, 1)[None], data_g)
+        cols = room[:batch * param.num_filter * len(taps) * pixels].reshape(
+            batch, groups, param.num_filter // groups * len(taps), pixels)
+        np.matmul(_grouped_taps(weight, geom, taps).transpose(0, 2, 1)[None], data_g, out=cols)
         cols = cols.reshape((batch, param.num_filter, len(taps)) + geom.spatial_in)
         # col2im: for a fixed tap the target pixels are distinct, so += is exact.
         for position, tap in enumerate(taps):
@@ -111,8 +127,10 @@ def forward(geom: DeconvGeometry, data: np.ndarray, weight: np.ndarray,
 
 def backward(geom: DeconvGeometry, out_grad: np.ndarray, data: np.ndarray,
              weight: np.ndarray, need_data: bool = True, need_weight: bool = True,
-             need_bias: bool = True) -> Tuple[Optional[np.ndarray], ...]:
-    """Gradients ``(data_grad, weight_grad, bias_grad)``; None where not needed."""
+             need_bias: bool = True, column_budget: Optional[int] = None
+             ) -> Tuple[Optional[np.ndarray], ...]:
+    """Gradients ``(data_grad, weight_grad, bias_grad)``; None where not needed
+    (``column_budget``: see :func:`_tap_chunks`)."""
     param, dtype = geom.param, compute_dtype(data.dtype)
     batch, channels = geom.data_shape[:2]
     groups = param.num_group
@@ -136,12 +154,16 @@ def backward(geom: DeconvGeometry, out_grad: np.ndarray, data: np.ndarray,
         if need_data:
             data_grad = np.zeros((batch, groups, channels // groups, pixels), dtype=dtype)
         out_per_group = param.num_filter // groups
-        chunks = _tap_chunks(geom, dtype.itemsize)
+        chunks = _tap_chunks(geom, dtype.itemsize, column_budget)
+        room = _column_buffer(chunks, geom, dtype)
         if need_weight and len(chunks) > 1:
             weight_grad = np.zeros(geom.weight_shape, dtype=dtype)
         for taps in chunks:
-            cols = np.stack([windows[(slice(None), slice(None)) + tap] for tap in taps],
-                            axis=2).reshape(batch, groups, out_per_group * len(taps), pixels)
+            cols = room[:batch * param.num_filter * len(taps) * pixels].reshape(
+                (batch, param.num_filter, len(taps)) + geom.spatial_in)
+            np.stack([windows[(slice(None), slice(None)) + tap] for tap in taps], axis=2,
+                     out=cols)
+            cols = cols.reshape(batch, groups, out_per_group * len(taps), pixels)
             if need_data:
                 data_grad += np.matmul(_grouped_taps(weight, geom, taps)[None], cols)
             if need_weight:

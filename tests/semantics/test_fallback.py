@@ -197,3 +197,24 @@ def test_the_numpy_path_and_the_check_take_kernel_taps_a_chunk_at_a_time():
     ref = reference_backward(og, x, w, kernel=(5, 5), stride=(2, 2), dilate=(1, 1),
                              pad_l=(0, 0), pad_r=(0, 0), num_group=1)
     np.testing.assert_allclose(chunked[1][1], ref[1], rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("budget, chunks", [(1, 9), (4 * 1280, 3), (1 << 20, 1)])
+def test_a_column_budget_changes_the_chunks_not_the_result(budget, chunks):
+    """``column_budget`` (the kernel check's small one): one tap, a few taps or
+    the whole kernel per chunk, the last chunk shorter than the reused buffer."""
+    from mxdeconv.semantics import deconv_numpy as fallback
+    from mxdeconv.semantics.attributes import infer_geometry, parse_params
+    geom = infer_geometry(parse_params(dict(kernel=(3, 3), stride=(2, 1), pad=(1, 0),
+                                            num_filter=4, num_group=2)), (2, 6, 5, 4))
+    # A tap's float64 columns: 2 images x 4 filters x 20 pixels x 8 bytes = 1280.
+    assert len(fallback._tap_chunks(geom, 8, budget)) == chunks
+    rng = np.random.default_rng(3)
+    x, w, b = (rng.standard_normal(s) for s in (geom.data_shape, geom.weight_shape, (4,)))
+    og = rng.standard_normal(geom.out_shape)
+    whole = (fallback.forward(geom, x, w, b), fallback.backward(geom, og, x, w))
+    chunked = (fallback.forward(geom, x, w, b, budget),
+               fallback.backward(geom, og, x, w, column_budget=budget))
+    np.testing.assert_allclose(chunked[0], whole[0], rtol=1e-12, atol=1e-12)
+    for a, b_ in zip(chunked[1][:2], whole[1][:2]):
+        np.testing.assert_allclose(a, b_, rtol=1e-12, atol=1e-12)
