@@ -112,10 +112,11 @@ def forward(geom: DeconvGeometry, data: np.ndarray, weight: np.ndarray,
     room = _column_buffer(chunks, geom, dtype)
     for taps in chunks:
         # cols[n, g, (oc, tap), pixel]: each input pixel's contribution through each tap.
-        cols = room[:batch * param.num_filter * len(taps) * pixels].reshape(
+        grouped = room[:batch * param.num_filter * len(taps) * pixels].reshape(
             batch, groups, param.num_filter // groups * len(taps), pixels)
-        np.matmul(_grouped_taps(weight, geom, taps).transpose(0, 2, 1)[None], data_g, out=cols)
-        cols = cols.reshape((batch, param.num_filter, len(taps)) + geom.spatial_in)
+        np.matmul(_grouped_taps(weight, geom, taps).transpose(0, 2, 1)[None], data_g,
+                  out=grouped)
+        cols = grouped.reshape((batch, param.num_filter, len(taps)) + geom.spatial_in)
         # col2im: for a fixed tap the target pixels are distinct, so += is exact.
         for position, tap in enumerate(taps):
             windows[(slice(None), slice(None)) + tap] += cols[:, :, position]
@@ -159,11 +160,11 @@ def backward(geom: DeconvGeometry, out_grad: np.ndarray, data: np.ndarray,
         if need_weight and len(chunks) > 1:
             weight_grad = np.zeros(geom.weight_shape, dtype=dtype)
         for taps in chunks:
-            cols = room[:batch * param.num_filter * len(taps) * pixels].reshape(
+            stacked = room[:batch * param.num_filter * len(taps) * pixels].reshape(
                 (batch, param.num_filter, len(taps)) + geom.spatial_in)
             np.stack([windows[(slice(None), slice(None)) + tap] for tap in taps], axis=2,
-                     out=cols)
-            cols = cols.reshape(batch, groups, out_per_group * len(taps), pixels)
+                     out=stacked)
+            cols = stacked.reshape(batch, groups, out_per_group * len(taps), pixels)
             if need_data:
                 data_grad += np.matmul(_grouped_taps(weight, geom, taps)[None], cols)
             if need_weight:
