@@ -141,6 +141,7 @@ cdef struct TapGather:
 cdef class GemmBackwardWeightsPlan(BackwardWeightsPlan):
     cdef TapGather taps
     cdef readonly Py_ssize_t images, chunk   # images per GEMM (the last may have fewer)
+    cdef bint weights_plain   # diff_weights in MXNet's layout, else transposed
 
 
 cdef class GemmForwardPlan(ForwardPlan):

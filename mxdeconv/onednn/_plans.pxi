@@ -344,13 +344,15 @@ def _own_candidates(str which, geom, str dtype, bint training, variant):
     """mxdeconv's plans of pass ``which`` ("forward", without req=add's sum or
     an activation, or "backward_weights"): its GEMM plan, then the sub-grid's;
     those of ``variant`` alone when it is given."""
-    gemm_variant, make_gemm = (
-        (GEMM_FORWARD_VARIANT, gemm_forward_candidate) if which == "forward" else
-        (GEMM_VARIANT, gemm_backward_weights_candidate))
-    if variant is None or tuple(variant) == gemm_variant:
-        gemm = make_gemm(geom, dtype)
-        if gemm is not None:
-            yield gemm
+    gemms = ((GEMM_FORWARD_VARIANT, lambda: gemm_forward_candidate(geom, dtype)),) \
+        if which == "forward" else (
+            (GEMM_VARIANT, lambda: gemm_backward_weights_candidate(geom, dtype)),
+            (GEMM_PLAIN_VARIANT, lambda: gemm_backward_weights_candidate(geom, dtype, True)))
+    for gemm_variant, make_gemm in gemms:
+        if variant is None or tuple(variant) == gemm_variant:
+            gemm = make_gemm()
+            if gemm is not None:
+                yield gemm
     yield from subgrid_candidates(which, geom, dtype, training, variant)
 
 

@@ -11,7 +11,7 @@ import itertools
 import random
 import threading
 import time
-from typing import Any, Callable, Dict, Iterable, Optional, Tuple, Union
+from typing import Any, Callable, Dict, FrozenSet, Iterable, Optional, Tuple, Union
 
 from .. import cpu_load, kernel_check, plan_db, plan_store
 from .._loader import extension as _ops
@@ -42,6 +42,18 @@ def _flag(setter: str, enabled: Any) -> bool:
         raise TypeError(f"{setter}: enabled must be a bool, got {enabled!r} "
                         f"of type {type(enabled).__name__}")
     return enabled
+
+
+def _with_later_forms(shortlist: FrozenSet[Tuple[Tuple[Any, ...], str]]
+                      ) -> FrozenSet[Tuple[Tuple[Any, ...], str]]:
+    """``shortlist`` (variant, impl) pairs, and with the GEMM backward weights
+    its form that writes MXNet's layout at once: the database was tuned before
+    that form existed, and the tuner should weigh it wherever the other one
+    ran well (the two differ only in the GEMM's orientation and a reorder)."""
+    transposed = (tuple(_ops.GEMM_VARIANT), _ops.GEMM_IMPL)
+    if transposed not in shortlist:
+        return shortlist
+    return shortlist | {(tuple(_ops.GEMM_PLAIN_VARIANT), _ops.GEMM_IMPL)}
 
 
 class _Listing:
@@ -427,8 +439,8 @@ class Planner(_Provisional):
                 # at once where they ran the first choice much slower than the best.
                 # oneDNN's first choice too where a hint displaced it: a wrong
                 # hint is tuned away.
-                choice.shortlist = frozenset((tuple(c.variant), c.impl)
-                                             for c in prediction.shortlist) | (
+                choice.shortlist = _with_later_forms(frozenset(
+                    (tuple(c.variant), c.impl) for c in prediction.shortlist)) | (
                     {displaced} if displaced is not None and choice.from_database else set())
                 expected = None if choice.found_at is None else prediction.ratio(
                     choice.found_at[0], choice.impl)
