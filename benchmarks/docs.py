@@ -76,8 +76,10 @@ def header_lines(document: Mapping[str, Any]) -> List[str]:
         f"CPU:      {host['cpu_model']} (family {host['cpu_family']}), {host['cores']} cores, "
         f"{host['isa']}",
         f"threads:  {document['threads']} for every contender",
-        f"peak:     {host['peak_gflops']:.1f} GFLOP/s fp32 = {host['threads']} x "
-        f"{host['ghz']:.2f} GHz x {host['flops_per_cycle']} FLOP/cycle (measured)",
+        (f"peak:     {host['peak_gflops']:.1f} GFLOP/s fp32 ({host['peak_source']})"
+         if host.get("peak_source", "threads x GHz").startswith("measured") else
+         f"peak:     {host['peak_gflops']:.1f} GFLOP/s fp32 = {host['threads']} x "
+         f"{host['ghz']:.2f} GHz x {host['flops_per_cycle']} FLOP/cycle (measured)"),
         f"versions: mxdeconv {versions.get('mxdeconv', '?')} on oneDNN "
         f"{versions.get('mxdeconv_onednn_version', '?')} "
         f"({versions.get('mxdeconv_cpu_isa', '?')});",

@@ -12,7 +12,11 @@ other processes do not count; the fastest thread counts):
 
 Without a compiler the clock is ``cpu MHz`` from /proc/cpuinfo (in a VM often
 the nominal clock, not the one the cores run at) and FLOP/cycle is 32 for
-AVX-512 or AVX2+FMA, 8 otherwise.  ``--flops-per-cycle`` overrides the value.
+AVX-512 or AVX2+FMA, 8 otherwise.  Some virtual machines time the add chain
+impossibly fast (a Firecracker VM on a Xeon: 21-24 GHz, while its FMA loop
+and its convolutions agree on about 2 x 3.5 GHz x 64 FLOP/cycle): a clock
+over MAX_PLAUSIBLE_GHZ is not used, and the FMA loop's own rate is the peak.
+``--flops-per-cycle`` overrides the value.
 For the record: 32 is one 512-bit (or two 256-bit) FMA per cycle, e.g. Zen 4;
 Zen 5 server cores and Intel cores with two 512-bit FMA units do 64.
 """
@@ -51,6 +55,8 @@ void fma_loop(uint64_t n) {  /* 12 independent 16-lane FMAs per iteration */
 """
 _ADDS_PER_SPIN = 100
 _FLOPS_PER_FMA_ITERATION = 12 * 16 * 2
+#: No x86 core runs this fast: a faster "clock" is a broken CPU-time source.
+MAX_PLAUSIBLE_GHZ = 7.0
 
 @dataclass(frozen=True)
 class Machine:
@@ -68,13 +74,17 @@ class Machine:
     flops_per_cycle: int
     flops_per_cycle_source: str
     peak_gflops: float
+    #: How peak_gflops was found: threads x GHz x FLOP/cycle, or the FMA loop.
+    peak_source: str = "threads x GHz x FLOP/cycle"
 
     def describe(self) -> str:
+        head = (f"{self.cpu_model} (family {self.cpu_family}), {self.cores} cores, "
+                f"{self.threads} threads used\n")
+        if self.peak_source != "threads x GHz x FLOP/cycle":
+            return head + f"fp32 peak {self.peak_gflops:.1f} GFLOP/s ({self.peak_source})"
         fma = ("" if self.fma_loop_gflops is None else
                f"; the FMA loop itself reached {self.fma_loop_gflops:.0f} GFLOP/s")
-        return (f"{self.cpu_model} (family {self.cpu_family}), {self.cores} cores, "
-                f"{self.threads} threads used\n"
-                f"fp32 peak {self.peak_gflops:.1f} GFLOP/s = {self.threads} threads x "
+        return (head + f"fp32 peak {self.peak_gflops:.1f} GFLOP/s = {self.threads} threads x "
                 f"{self.ghz:.2f} GHz ({self.clock_source}) x {self.flops_per_cycle} "
                 f"FLOP/cycle ({self.flops_per_cycle_source}){fma}")
 
@@ -163,6 +173,9 @@ def detect(threads: int, flops_per_cycle: Optional[int] = None,
            else "SSE/other")
     cpuinfo_ghz = float(info["cpu MHz"]) / 1000 if "cpu MHz" in info else None
     measured, fma = _measure(threads, isa == "AVX-512") if measure else (None, None)
+    implausible = measured is not None and measured > MAX_PLAUSIBLE_GHZ
+    if implausible:
+        measured = None
     if measured is not None:
         ghz, clock_source = measured, "measured: dependent-add loop, thread CPU time"
     elif cpuinfo_ghz is not None:
@@ -179,6 +192,11 @@ def detect(threads: int, flops_per_cycle: Optional[int] = None,
         zen5 = info.get("vendor_id") == "AuthenticAMD" and int(info.get("cpu family", 0)) >= 26
         fpc = 64 if isa == "AVX-512" and zen5 else 32 if isa != "SSE/other" else 8
         fpc_source = f"assumed for {isa}{' on Zen 5' if zen5 and isa == 'AVX-512' else ''}"
+    peak, peak_source = threads * ghz * fpc, "threads x GHz x FLOP/cycle"
+    if implausible and fma and not flops_per_cycle:
+        peak = max(fma) * threads
+        peak_source = (f"measured: the AVX-512 FMA loop, fastest thread x {threads}; the "
+                       f"add chain's clock was implausible, over {MAX_PLAUSIBLE_GHZ:g} GHz")
     return Machine(cpu_model=info.get("model name", platform.processor() or "unknown"),
                    cpu_family=info.get("cpu family", "?"),
                    cores=len(os.sched_getaffinity(0)), threads=threads, isa=isa,
@@ -186,7 +204,7 @@ def detect(threads: int, flops_per_cycle: Optional[int] = None,
                    clock_source=clock_source,
                    fma_loop_gflops=None if fma is None else max(fma) * threads,
                    flops_per_cycle=fpc, flops_per_cycle_source=fpc_source,
-                   peak_gflops=threads * ghz * fpc)
+                   peak_gflops=peak, peak_source=peak_source)
 
 
 def _own_process_tree() -> List[int]:
