@@ -363,10 +363,13 @@ def test_a_hinted_choice_is_kept_and_found_again_by_its_variant(tmp_path, with_d
     assert kept._rebuild(moved, candidates) is None
 
 
-def test_a_gemm_plans_hint_never_displaces_the_first_choice(tmp_path, with_database):
-    """A hint to a GEMM plan (its first call writes a column workspace as
-    large as the layer's taps) leaves oneDNN's first choice running; the
-    tuner still times the hint."""
+def test_a_gemm_plans_hint_leaves_a_first_choice_that_is_no_gemm_plan(tmp_path,
+                                                                      with_database):
+    """A hint to a GEMM plan (its first call sets the GEMM up and writes a
+    column workspace) leaves oneDNN's first choice running where that is no
+    GEMM plan; the tuner still times the hint."""
+    if plans.GEMM_MARK in _first_listed().impl:
+        pytest.skip("oneDNN's first choice for the layer is a GEMM plan on this CPU")
     gemm = next((c for c in _ops.forward_candidates(GEOM, "float32", False, False)
                  if plans.GEMM_MARK in c.impl and c.index != _first_listed().index
                  and not c.is_reference), None)
@@ -375,6 +378,22 @@ def test_a_gemm_plans_hint_never_displaces_the_first_choice(tmp_path, with_datab
     choice = _hinted(tmp_path, with_database, gemm)
     assert choice.how.startswith("first correct candidate"), choice.how
     assert (tuple(gemm.variant), gemm.impl) in choice.shortlist
+
+
+def test_a_gemm_plans_hint_displaces_only_a_gemm_first_choice():
+    """Where oneDNN's first choice is a GEMM plan too, the GEMM's set-up is
+    paid either way: the hint runs if it is expected faster, as any hint."""
+    from mxdeconv.onednn.planner import tuner
+    im2col = plan_db.Choice(("plain", "transposed", True, False, "mxdeconv:im2col+"),
+                            "mxdeconv:im2col+dnnl_sgemm", False)
+    gemm_first = (("any", "any", True, False, ""), "conv:any+x64:gemm:jit")
+    jit_first = (("any", "any", True, False, ""), "conv:any+jit:avx512_core")
+    unrated = plan_db.Prediction(im2col, False, "test")
+    assert not tuner.hint_displaces(unrated, *jit_first)
+    assert tuner.hint_displaces(unrated, *gemm_first)
+    near = plan_db.Prediction(im2col, False, "test", ratios={
+        plan_db.Choice(gemm_first[0], gemm_first[1], False): 1.05})
+    assert not tuner.hint_displaces(near, *gemm_first)   # within HINT_START_RATIO
 
 
 @pytest.mark.parametrize("isa, families, expected", [

@@ -337,15 +337,15 @@ class Planner(_Provisional):
         HINT_START_RATIO times the hint's time or slower, or not near it at
         all; None where the first choice stays (closer than that it is often
         cheaper to start, and the tuner times the hint among its shortlist).
-        A GEMM plan's hint never displaces it: its first call writes a column
-        workspace as large as the layer's taps, and costs more than the hint
-        saves over a new layer's first ten calls (tuner.hint_displaces).
+        A GEMM plan's hint displaces only a first candidate that is a GEMM
+        plan too: a GEMM's first call sets the GEMM up and writes a column
+        workspace, which costs more than the hint saves over a new layer's
+        first ten calls unless the first choice pays it as well
+        (tuner.hint_displaces).
         Where the first candidate is a known ``suspect``, the first plan would
         not be it but a later candidate the database did not rate (on a 1-D
         layer: 1.9x the hint's time, reached through two more 40-80 ms
         descriptors): the hint runs instead, whatever the ratio."""
-        if tuner_rules.GEMM_MARK in prediction.choice.impl:
-            return None  # decided without enumerating a candidate
         first = listing.first()
         found = None if first is None else _found_at(first)
         if found is None:

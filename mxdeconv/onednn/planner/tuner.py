@@ -79,9 +79,12 @@ NEAR_BEST_WAIT = 3
 #: A new layer starts on the plan database's hint (not confident: tuned later,
 #: beside oneDNN's first choice) instead of oneDNN's first choice where the
 #: hint's nearest layers ran that this many times slower than the hint, or
-#: not near their fastest at all; never on a GEMM plan's hint (GEMM_MARK: its
-#: first call writes a column workspace as large as the layer's taps, and
-#: DCGAN 512 -> 256's first training step took 1.3x longer started on one).
+#: not near their fastest at all; on a GEMM plan's hint (GEMM_MARK) only where
+#: oneDNN's first choice is a GEMM plan too: a GEMM's first call in a process
+#: sets oneDNN's GEMM kernels up and writes a column workspace (DCGAN
+#: 512 -> 256's first training step took 1.3x longer started on one), paid
+#: either way when the first choice is one (the 1-D layer's backward weights:
+#: its first 100 training steps 8-11% faster started on the hint).
 #: Held out of the shipped database's timing tables (``made.held_out``:
 #: first_choice against first_plan), the first plan's time over the
 #: fastest's falls from 1.37 to 1.27 (geomean, AVX-512 with AMX), 1.52 to
@@ -97,9 +100,10 @@ def hint_displaces(prediction: plan_db.Prediction, variant: Tuple[Any, ...], imp
     """Whether a hint (``prediction``, not confident) should run from a new
     layer's first call instead of oneDNN's first candidate (``variant``,
     ``impl``): where the hint's nearest layers ran that HINT_START_RATIO
-    times the hint's time or slower, or not near their fastest at all; never
-    for a GEMM plan's hint (see HINT_START_RATIO)."""
-    if GEMM_MARK in prediction.choice.impl:
+    times the hint's time or slower, or not near their fastest at all; a
+    GEMM plan's hint only where oneDNN's first candidate is a GEMM plan too
+    (its first call sets the GEMM up either way; see HINT_START_RATIO)."""
+    if GEMM_MARK in prediction.choice.impl and GEMM_MARK not in impl:
         return False
     expected = prediction.ratio(variant, impl)
     return expected is None or expected >= HINT_START_RATIO
