@@ -173,7 +173,8 @@ def workspace_bytes():
 
 cdef class GemmBackwardWeightsPlan(BackwardWeightsPlan):
     """diff_weights (and diff_bias) = backward weights(src, diff_dst) as
-    im2col + GEMM, chunk images at a time, all in the default layouts."""
+    im2col + GEMM, chunk images at a time: src and diff_dst in the default
+    layouts, diff_weights in MXNet's (``weights_plain``) or transposed."""
 
     cdef int run(self, void *src, void *diff_dst, void *diff_weights,
                  void *diff_bias) except -1:
@@ -252,8 +253,7 @@ def gemm_backward_weights_candidate(geom, str dtype, bint plain=False):
     (``plain``: diff_weights in MXNet's layout, else transposed), or None
     where it is not offered: float32 only (dnnl_sgemm), one image's im2col
     matrix within GEMM_MAX_IMAGE_BYTES, and ``plain`` only where the two
-    layouts differ.  Its index is set where it is
-    enumerated."""
+    layouts differ.  Its index is set where it is enumerated."""
     if dtype != "float32":
         return None
     cdef Geometry g = Geometry.of(geom, dtype)

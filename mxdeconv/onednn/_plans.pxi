@@ -342,8 +342,9 @@ def forward_candidates(geom, str dtype, bint training, bint accumulate, act_type
 
 def _own_candidates(str which, geom, str dtype, bint training, variant):
     """mxdeconv's plans of pass ``which`` ("forward", without req=add's sum or
-    an activation, or "backward_weights"): its GEMM plan, then the sub-grid's;
-    those of ``variant`` alone when it is given."""
+    an activation, or "backward_weights"): its GEMM plan (backward weights:
+    transposed, then in MXNet's layout), then the sub-grid's; those of
+    ``variant`` alone when it is given."""
     gemms = ((GEMM_FORWARD_VARIANT, lambda: gemm_forward_candidate(geom, dtype)),) \
         if which == "forward" else (
             (GEMM_VARIANT, lambda: gemm_backward_weights_candidate(geom, dtype)),
