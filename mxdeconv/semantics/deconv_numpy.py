@@ -57,22 +57,33 @@ def _crop(geom: DeconvGeometry) -> Tuple[slice, ...]:
 COLUMN_BUDGET = 64 << 20
 
 
+def _tap_columns(geom: DeconvGeometry) -> int:
+    """Elements of one kernel tap's im2col columns: every image, output
+    channel and input pixel."""
+    return geom.data_shape[0] * geom.param.num_filter * math.prod(geom.spatial_in)
+
+
 def _tap_chunks(geom: DeconvGeometry, itemsize: int, budget: Optional[int] = None
                 ) -> List[Tuple[Tuple[int, ...], ...]]:
     """The kernel's taps (index tuples) in chunks whose columns fit ``budget``
     bytes (COLUMN_BUDGET by default)."""
     taps = list(np.ndindex(*geom.param.kernel))
-    per_tap = geom.data_shape[0] * geom.param.num_filter * math.prod(geom.spatial_in) * itemsize
+    per_tap = _tap_columns(geom) * itemsize
     size = max(1, (COLUMN_BUDGET if budget is None else budget) // max(per_tap, 1))
     return [tuple(taps[i:i + size]) for i in range(0, len(taps), size)]
 
 
 def _column_buffer(chunks: Sequence[Sequence[Any]], geom: DeconvGeometry,
                    dtype: np.dtype) -> np.ndarray:
-    """Flat room for the largest chunk's columns, reused by every chunk: fresh
-    memory costs a page fault per page, and on some machines far more."""
-    per_tap = geom.data_shape[0] * geom.param.num_filter * math.prod(geom.spatial_in)
-    return np.empty(per_tap * max(len(c) for c in chunks), dtype=dtype)
+    """Flat room for the largest chunk's columns, reused by every chunk (take
+    a chunk's with :func:`_chunk_columns`): fresh memory costs a page fault
+    per page, and on some machines far more."""
+    return np.empty(_tap_columns(geom) * max(len(c) for c in chunks), dtype=dtype)
+
+
+def _chunk_columns(room: np.ndarray, geom: DeconvGeometry, taps: Sequence[Any]) -> np.ndarray:
+    """The part of ``room`` (:func:`_column_buffer`) that holds ``taps``' columns, flat."""
+    return room[:_tap_columns(geom) * len(taps)]
 
 
 def _grouped_taps(weight: np.ndarray, geom: DeconvGeometry,
@@ -91,7 +102,7 @@ def workspace_bytes(geom: DeconvGeometry, dtype: np.dtype) -> int:
     itemsize = compute_dtype(dtype).itemsize
     chunk = max(len(c) for c in _tap_chunks(geom, itemsize))
     batch, filters = geom.data_shape[0], geom.param.num_filter
-    cols = batch * filters * chunk * math.prod(geom.spatial_in)
+    cols = _tap_columns(geom) * chunk
     canvas = batch * filters * math.prod(_canvas_extent(geom))
     return (cols + canvas + math.prod(geom.out_shape)) * itemsize
 
@@ -112,7 +123,7 @@ def forward(geom: DeconvGeometry, data: np.ndarray, weight: np.ndarray,
     room = _column_buffer(chunks, geom, dtype)
     for taps in chunks:
         # cols[n, g, (oc, tap), pixel]: each input pixel's contribution through each tap.
-        grouped = room[:batch * param.num_filter * len(taps) * pixels].reshape(
+        grouped = _chunk_columns(room, geom, taps).reshape(
             batch, groups, param.num_filter // groups * len(taps), pixels)
         np.matmul(_grouped_taps(weight, geom, taps).transpose(0, 2, 1)[None], data_g,
                   out=grouped)
@@ -160,7 +171,7 @@ def backward(geom: DeconvGeometry, out_grad: np.ndarray, data: np.ndarray,
         if need_weight and len(chunks) > 1:
             weight_grad = np.zeros(geom.weight_shape, dtype=dtype)
         for taps in chunks:
-            stacked = room[:batch * param.num_filter * len(taps) * pixels].reshape(
+            stacked = _chunk_columns(room, geom, taps).reshape(
                 (batch, param.num_filter, len(taps)) + geom.spatial_in)
             np.stack([windows[(slice(None), slice(None)) + tap] for tap in taps], axis=2,
                      out=stacked)
