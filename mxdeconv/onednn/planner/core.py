@@ -281,8 +281,7 @@ class Planner(_Provisional):
             plan_db.LayerKey(key.what, key.dtype, training, len(geom.spatial_in)),
             geom, _ops.get_num_threads(), _ops.cpu_isa())
 
-    def _predicted_choice(self, key: PlanKey, geom: DeconvGeometry,
-                          candidates: Callable[..., Iterable[Any]],
+    def _predicted_choice(self, key: PlanKey, geom: DeconvGeometry, candidates: _Listing,
                           check: Callable[[Any], Optional[str]], provisional: bool,
                           prediction: plan_db.Prediction) -> Tuple[Optional[Choice], Any]:
         """The predicted candidate for ``key`` and its plan, checked
@@ -304,8 +303,7 @@ class Planner(_Provisional):
         # oneDNN's first candidate, where the listing made it already (on the
         # caller's threads) and it is the prediction, is not made twice: a
         # descriptor can cost tens of milliseconds.
-        made = candidates.made_first() if isinstance(candidates, _Listing) and \
-            threads == _ops.get_num_threads() else None
+        made = candidates.made_first() if threads == _ops.get_num_threads() else None
         with _ops.using_threads(threads):
             candidate = made if predicted(made) else \
                 next((c for c in candidates(choice.variant) if predicted(c)), None)
