@@ -204,9 +204,10 @@ def _lines(length: int, count: int, rng: np.random.Generator) -> np.ndarray:
 
 # -- comparing ----------------------------------------------------------------------
 def _compare(what: str, got: np.ndarray, want: np.ndarray, allowed: np.ndarray,
-             where: np.ndarray) -> Optional[str]:
+             where: Callable[[int], Sequence[int]]) -> Optional[str]:
     """None if every ``got`` is within ``allowed`` of ``want``; ``where`` names
-    each element (a row of indices into the result)."""
+    an element (by its flat index in ``got``) by its indices into the result,
+    asked only of the worst wrong one."""
     got = got.astype(np.float64)
     error = np.abs(got - want)
     # NaN or inf in got counts as wrong; where the inputs make the reference
@@ -218,7 +219,7 @@ def _compare(what: str, got: np.ndarray, want: np.ndarray, allowed: np.ndarray,
     worst = int(np.argmax(np.where(wrong, np.nan_to_num(error, nan=np.inf), -1.0)))
     return (f"{what} (sampled on the call's own inputs): {count} of {got.size} sampled "
             f"values wrong, max error {error.flat[worst]:g} at "
-            f"{tuple(int(i) for i in where[worst])} (expected {want.flat[worst]:g}, got "
+            f"{tuple(int(i) for i in where(worst))} (expected {want.flat[worst]:g}, got "
             f"{got.flat[worst]:g}, allowed {allowed.flat[worst]:.3g})")
 
 
@@ -278,16 +279,43 @@ def _tap_axes(kernel: Sequence[int]) -> List[np.ndarray]:
 
 
 def _where(images: np.ndarray, channels: int, flat: np.ndarray,
-           spatial: Sequence[int]) -> np.ndarray:
-    """(image, channel, *position) rows of the sampled elements: every
-    channel of each sampled (image, flat position), in that order."""
-    rows = np.stack(np.broadcast_arrays(images[:, None], np.arange(channels)[None],
-                                        flat[:, None]), axis=-1).reshape(-1, 3)
-    return np.concatenate([rows[:, :2], np.stack(np.unravel_index(rows[:, 2], spatial),
-                                                 axis=1)], axis=1)
+           spatial: Sequence[int]) -> Callable[[int], Sequence[int]]:
+    """The (image, channel, *position) of a sampled element, by its flat index
+    in the samples: every channel of each sampled (image, flat position), in
+    that order."""
+    def at(index: int) -> Sequence[int]:
+        sample, channel = divmod(index, channels)
+        return (images[sample], channel, *np.unravel_index(flat[sample], spatial))
+    return at
+
+
+def _grid(*axes: np.ndarray) -> Callable[[int], Sequence[int]]:
+    """The element of a block indexed by ``axes`` (each axis' indices into
+    the result), by its flat index in the block."""
+    shape = tuple(len(a) for a in axes)
+    return lambda index: tuple(a[i] for a, i in zip(axes, np.unravel_index(index, shape)))
 
 
 # -- forward ------------------------------------------------------------------------
+#: Input channels of the weight gathered at a time by _phase_kernel: a
+#: transpose whose source block stays in cache is twice as fast as NumPy's whole one.
+_TRANSPOSE_BLOCK_BYTES = 256 << 10
+
+
+def _phase_kernel(weight: np.ndarray, taps: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """The taps ``taps`` of ``weight`` (G, I, O, all taps) as (G, taps * I, O),
+    written into ``out`` (a buffer reused for every phase: a big layer's
+    weight is megabytes, fresh memory on a first call)."""
+    groups, rows, columns, _ = weight.shape
+    kernel = out.reshape(-1)[:groups * len(taps) * rows * columns].reshape(
+        groups, len(taps), rows, columns)
+    step = max(1, _TRANSPOSE_BLOCK_BYTES // max(1, columns * weight.shape[3] * weight.itemsize))
+    for start in range(0, rows, step):
+        kernel[:, :, start:start + step] = \
+            weight[:, start:start + step][..., taps].transpose(0, 3, 1, 2)
+    return kernel.reshape(groups, len(taps) * rows, columns)
+
+
 def _forward_taps(geom: DeconvGeometry, positions: np.ndarray
                   ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For each sampled output position and each kernel tap: whether the tap
@@ -333,6 +361,8 @@ def forward_result(geom: DeconvGeometry, data: np.ndarray, weight: np.ndarray,
     land, pixels, inside = _forward_taps(geom, positions)
     x = data.reshape(batch, in_channels, -1)
     w = weight.reshape(groups, in_group, out_group, taps)
+    kernel_buffer = aligned_empty((groups * _landing_taps(geom) * in_group * out_group,),
+                                  weight.dtype)
     flat_out = _flat_index([positions[:, a] for a in range(positions.shape[1])],
                            geom.spatial_out)
     got = out.reshape(batch, groups, out_group, -1)[images, :, :, flat_out]  # (S, G, O)
@@ -355,9 +385,8 @@ def forward_result(geom: DeconvGeometry, data: np.ndarray, weight: np.ndarray,
         cols = cols.reshape(len(rows), len(tap_list), groups, in_group)
         cols = np.ascontiguousarray(cols.transpose(2, 0, 1, 3)).reshape(
             groups, len(rows), len(tap_list) * in_group)
-        # The phase's taps of the weight, (G, taps * in_group, O): one copy.
-        kernel = w.transpose(0, 3, 1, 2)[:, tap_list].reshape(
-            groups, len(tap_list) * in_group, out_group)
+        # The phase's taps of the weight, (G, taps * in_group, O).
+        kernel = _phase_kernel(w, tap_list, kernel_buffer)
         product = np.matmul(cols, kernel)  # (G, S, O)
         norms = (_norms(cols, "gsk,gsk->gs")[:, :, None]
                  * _norms(kernel, "gko,gko->go")[:, None, :]).astype(np.float64)
@@ -414,6 +443,30 @@ def backward_data_result(geom: DeconvGeometry, out_grad: np.ndarray, weight: np.
 
 
 # -- backward weights --------------------------------------------------------------
+#: The bias gradient's reference takes |out_grad| this many bytes at a time,
+#: in one reused buffer (a whole big layer's would be fresh megabytes: on a
+#: lazily backed VM, tens of milliseconds to touch first).
+_ABS_CHUNK_BYTES = 1 << 20
+
+
+def _channel_sums(values: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """The float64 sums of ``values`` (N, C, P) and of their magnitudes, per
+    channel C."""
+    batch, channels, pixels = values.shape
+    rows = values.reshape(batch * channels, pixels)
+    chunk = max(1, _ABS_CHUNK_BYTES // max(1, pixels * rows.itemsize))
+    magnitudes = aligned_empty((min(chunk, len(rows)), pixels), values.dtype)
+    sums = np.empty(len(rows))
+    abs_sums = np.empty(len(rows))
+    for start in range(0, len(rows), chunk):
+        part = rows[start:start + chunk]
+        sums[start:start + len(part)] = part.sum(axis=1, dtype=np.float64)
+        np.abs(part, out=magnitudes[:len(part)])
+        abs_sums[start:start + len(part)] = magnitudes[:len(part)].sum(axis=1, dtype=np.float64)
+    return (sums.reshape(batch, channels).sum(axis=0),
+            abs_sums.reshape(batch, channels).sum(axis=0))
+
+
 def _tap_windows(geom: DeconvGeometry, out_grad: np.ndarray) -> np.ndarray:
     """out_grad seen as (N, C_out, *kernel, *input spatial): the gradient each
     input pixel meets through each tap (zero beyond the output's edges)."""
@@ -451,13 +504,11 @@ def backward_weights_result(geom: DeconvGeometry, data: np.ndarray, out_grad: np
     terms = batch * pixels
     rng = np.random.default_rng(seed)
     if bias_grad is not None:
-        g64 = out_grad.reshape(batch, param.num_filter, -1)
-        want = g64.sum(axis=(0, 2), dtype=np.float64)
-        norms = np.abs(g64).sum(axis=(0, 2), dtype=np.float64)
-        summed = batch * g64.shape[2]  # the reference is float64: its error is negligible
+        want, norms = _channel_sums(out_grad.reshape(batch, param.num_filter, -1))
+        summed = terms  # the reference is float64: its error is negligible
         allowed = (_gamma(summed) * (1.0 + 1e-6)) * norms + summed * _TINY
         reason = _compare("backward bias", bias_grad.reshape(-1), want, allowed,
-                          np.arange(param.num_filter)[:, None])
+                          lambda channel: (channel,))
         if reason is not None:
             return reason
     if weight_grad is None:
@@ -496,16 +547,9 @@ def backward_weights_result(geom: DeconvGeometry, data: np.ndarray, out_grad: np
     allowed_rows = _bound(terms, x_norms[rows][:, None, None] * g_norms[row_cols])
     allowed_cols = _bound(terms, x_norms[:, None, None] * np.repeat(
         g_norms[col_channels], in_group, axis=0))
-    where_rows = np.stack(np.broadcast_arrays(rows[:, None, None],
-                                              np.arange(out_group)[None, :, None],
-                                              np.arange(taps)[None, None, :]),
-                          axis=-1).reshape(-1, 3)
-    reason = _compare("backward weights", grad[rows], want_rows, allowed_rows, where_rows)
+    reason = _compare("backward weights", grad[rows], want_rows, allowed_rows,
+                      _grid(rows, np.arange(out_group), np.arange(taps)))
     if reason is not None:
         return reason
-    where_cols = np.stack(np.broadcast_arrays(np.arange(in_channels)[:, None, None],
-                                              columns[None, :, None],
-                                              np.arange(taps)[None, None, :]),
-                          axis=-1).reshape(-1, 3)
     return _compare("backward weights", grad[:, columns], want_cols, allowed_cols,
-                    where_cols)
+                    _grid(np.arange(in_channels), columns, np.arange(taps)))

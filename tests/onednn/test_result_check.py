@@ -800,3 +800,29 @@ def test_an_infinite_input_under_the_callers_errstate_raise():
     with np.errstate(all="raise"):
         assert result_check.backward_weights_result(c.geom, c.data, out_grad, weight_grad,
                                                     bias_grad) is None
+
+
+# -- 5. the reference's building blocks ---------------------------------------------------
+@pytest.mark.parametrize("chunk_bytes", [4, 64, 1 << 20])
+def test_channel_sums_in_chunks_equal_the_whole_sums(monkeypatch, chunk_bytes):
+    """The bias reference takes |out_grad| a chunk at a time, in one reused
+    buffer; the sums equal those of the whole array, whatever the chunk."""
+    monkeypatch.setattr(result_check, "_ABS_CHUNK_BYTES", chunk_bytes)
+    values = np.random.default_rng(3).standard_normal((3, 5, 7)).astype(np.float32)
+    sums, magnitudes = result_check._channel_sums(values)
+    np.testing.assert_allclose(sums, values.sum(axis=(0, 2), dtype=np.float64), rtol=1e-12)
+    np.testing.assert_allclose(magnitudes, np.abs(values).sum(axis=(0, 2), dtype=np.float64),
+                               rtol=1e-12)
+
+
+@pytest.mark.parametrize("block_bytes", [4, 256, 1 << 20])
+def test_phase_kernel_gathers_the_phase_taps_in_order(monkeypatch, block_bytes):
+    """A phase's kernel, gathered in blocks of input channels into a reused
+    buffer, is the weight's taps moved before the input channels."""
+    monkeypatch.setattr(result_check, "_TRANSPOSE_BLOCK_BYTES", block_bytes)
+    weight = np.random.default_rng(4).standard_normal((2, 6, 3, 9)).astype(np.float32)
+    buffer = np.full(2 * 4 * 6 * 3, np.nan, dtype=np.float32)
+    for taps in (np.array([0, 2, 6, 8]), np.array([4]), np.array([1, 7])):
+        got = result_check._phase_kernel(weight, taps, buffer)
+        want = weight.transpose(0, 3, 1, 2)[:, taps].reshape(2, len(taps) * 6, 3)
+        np.testing.assert_array_equal(got, want)
