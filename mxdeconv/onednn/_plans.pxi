@@ -250,7 +250,7 @@ def _enumerate(make_pd, builder, list variants, act_type=None, skip=None, only=N
         yield c
 
 
-def _variants(has_bias, act_flags=(False,), direct=None):
+def _variants(has_bias, act_flags=(False,), direct=None, bint direct_first=False):
     """(data family, weights family, bias fused, activation fused, direct) in
     the order oneDNN's own choice is reached first: every data family with
     oneDNN's weights layout, then with plain weights (no weight reorder in
@@ -258,17 +258,22 @@ def _variants(has_bias, act_flags=(False,), direct=None):
     (``act_flags``).  When ``direct`` is a direct convolution's name prefix
     (DIRECT_FORWARD, ...; "" in oneDNN's own variants), each layout pair's
     direct convolution (bias and activation separate) follows oneDNN's own
-    deconvolution of that pair: the tuner, bounded in time, reaches them early."""
+    deconvolution of that pair (the tuner, bounded in time, reaches them
+    early), or precedes it with ``direct_first`` (where the deconvolution's
+    descriptors cost tens of milliseconds, its direct twin's a twentieth)."""
     fused_flags = [True, False] if has_bias else [True]
     variants = []
     for fused in fused_flags:
         for act_fused in act_flags:
             for weights in ("any", "plain"):
                 for family in FAMILIES:
-                    variants.append((family, weights, fused, act_fused, ""))
+                    own = (family, weights, fused, act_fused, "")
                     if direct is not None and fused == fused_flags[0] and \
                             act_fused == act_flags[0]:
-                        variants.append((family, weights, not has_bias, False, direct))
+                        twin = (family, weights, not has_bias, False, direct)
+                        variants += [twin, own] if direct_first else [own, twin]
+                    else:
+                        variants.append(own)
     return variants
 
 
@@ -292,14 +297,16 @@ cdef tuple _pd_layout_keys(PrimitiveDesc pd):
 
 
 def forward_candidates(geom, str dtype, bint training, bint accumulate, act_type=None,
-                       bint fuse_activation=True, variant=None, ForwardHints hints=None):
+                       bint fuse_activation=True, variant=None, ForwardHints hints=None,
+                       bint direct_first=False):
     """The forward plans oneDNN offers for ``geom``, in order of preference:
     the bias fused into the primitive first, then added by a separate
     primitive; within each, the activation ``act_type`` (one of
     ELTWISE_ACTIVATIONS, or None) fused as a post-op first (unless
     ``fuse_activation`` is False), then run by a separate eltwise primitive;
     within each, oneDNN's own layout choice first (``variant``: see _enumerate;
-    ``hints``: the layer's ForwardHints, shared with its other enumerations)."""
+    ``hints``: the layer's ForwardHints, shared with its other enumerations;
+    ``direct_first``: see _variants)."""
     cdef Geometry g = Geometry.of(geom, dtype)
     if hints is None:
         hints = ForwardHints(geom, dtype)
@@ -335,7 +342,8 @@ def forward_candidates(geom, str dtype, bint training, bint accumulate, act_type
         return pd
 
     return _enumerate(make_pd, lambda c: build_forward(g, c),
-                      _variants(g.has_bias, act_flags, direct), act_type, _forward_skip, variant,
+                      _variants(g.has_bias, act_flags, direct, direct_first), act_type,
+                      _forward_skip, variant,
                       None if accumulate or act_type is not None else
                       _own_candidates("forward", geom, dtype, training, variant))
 
@@ -435,9 +443,11 @@ cdef class BackwardWeightsPlan:
                 None if db is None else self.diff_bias.to_plain(db, None))
 
 
-def backward_weights_candidates(geom, str dtype, variant=None, ForwardHints hints=None):
+def backward_weights_candidates(geom, str dtype, variant=None, ForwardHints hints=None,
+                                bint direct_first=False):
     """Backward-weights plans for ``geom`` (diff_bias included when there is a
-    bias; ``variant``: see _enumerate; ``hints``: see forward_candidates)."""
+    bias; ``variant``: see _enumerate; ``hints``, ``direct_first``: see
+    forward_candidates)."""
     cdef Geometry g = Geometry.of(geom, dtype)
     if hints is None:
         hints = ForwardHints(geom, dtype)
@@ -455,7 +465,7 @@ def backward_weights_candidates(geom, str dtype, variant=None, ForwardHints hint
                          family_md(g.dst_dims, dtype, family), hints.deconv(), None)
 
     return _enumerate(make_pd, lambda c: build_backward_weights(g, c),
-                      _variants(False, direct=direct),
+                      _variants(False, direct=direct, direct_first=direct_first),
                       skip=_bias_sum_cannot_read if g.has_bias else None, only=variant,
                       own=_own_candidates("backward_weights", geom, dtype, False, variant))
 
@@ -507,9 +517,10 @@ cdef BackwardWeightsPlan build_backward_weights(Geometry g, Candidate c):
     return plan
 
 
-def backward_data_candidates(geom, str dtype, variant=None, ForwardHints hints=None):
+def backward_data_candidates(geom, str dtype, variant=None, ForwardHints hints=None,
+                             bint direct_first=False):
     """Backward-data plans for ``geom`` (``variant``: see _enumerate;
-    ``hints``: see forward_candidates)."""
+    ``hints``, ``direct_first``: see forward_candidates)."""
     cdef Geometry g = Geometry.of(geom, dtype)
     if hints is None:
         hints = ForwardHints(geom, dtype)
@@ -524,7 +535,8 @@ def backward_data_candidates(geom, str dtype, variant=None, ForwardHints hints=N
                          family_md(g.dst_dims, dtype, family), hints.deconv(), None)
 
     return _enumerate(make_pd, lambda c: build_backward_data(g, c),
-                      _variants(False, direct=DIRECT_BACKWARD_DATA), only=variant)
+                      _variants(False, direct=DIRECT_BACKWARD_DATA, direct_first=direct_first),
+                      only=variant)
 
 
 cdef BackwardDataPlan build_backward_data(Geometry g, Candidate c):

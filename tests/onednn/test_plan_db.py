@@ -438,3 +438,76 @@ def test_plan_db_off_by_environment():
     """MXDECONV_PLAN_DB=0 (this suite's conftest): no database is read."""
     assert plans.current_planner().database._path is None
     assert mxdeconv.onednn.planner.current_planner().database.families() == []
+
+
+#: A layer whose input is wide enough that its deconvolution descriptors are
+#: slow to make (defects.SLOW_DESCRIPTOR_WIDTH): its passes list direct
+#: convolutions first.
+WIDE_SHAPE = (1, 8, 2, 130)
+WIDE_GEOM = infer_geometry(parse_params(PARAMS), WIDE_SHAPE)
+
+
+def _wide_candidates(direct_first, variant=None):
+    return [c for c in _ops.forward_candidates(
+        WIDE_GEOM, "float32", False, False, direct_first=direct_first,
+        **({} if variant is None else {"variant": variant})) if not c.is_reference]
+
+
+def test_a_wide_layer_lists_each_direct_convolution_before_its_deconvolution():
+    """The same candidates, each layout pair's direct twin moved before the
+    deconvolution of that pair (no kernel assumed: on a CPU where oneDNN
+    offers no direct convolution there is nothing to move)."""
+    from mxdeconv.onednn.planner.defects import deconvolution_family, \
+        slow_deconvolution_descriptors
+    assert slow_deconvolution_descriptors(WIDE_GEOM) and not slow_deconvolution_descriptors(GEOM)
+    usual, wide = _wide_candidates(False), _wide_candidates(True)
+    assert sorted(map(repr, usual)) == sorted(map(repr, wide))
+    if any(c.direct for c in wide):
+        assert wide[0].direct and not deconvolution_family(wide[0].variant)
+        firsts = {}
+        for position, c in enumerate(wide):
+            firsts.setdefault((c.family, c.weights, c.direct), position)
+        for (family, weights, direct), position in firsts.items():
+            if not direct and (family, weights, True) in firsts:
+                assert firsts[(family, weights, True)] < position
+
+
+def test_a_wide_layers_deconvolution_prediction_is_put_off_then_duels_its_twin(
+        tmp_path, with_database, monkeypatch):
+    """On a wide layer a prediction of oneDNN's deconvolution does not start
+    the layer: the first plan is a direct convolution (its descriptor a
+    twentieth of the deconvolution's), and the prediction duels it on the
+    layer's later calls, its variant alone enumerated; either way the result
+    is right and the choice settles."""
+    deconvolutions = [c for c in _wide_candidates(True) if not c.direct
+                      and c.variant[4] == ""]
+    if not deconvolutions or not any(c.direct for c in _wide_candidates(True)):
+        pytest.skip("oneDNN offers no deconvolution and direct convolution pair here")
+    predicted = deconvolutions[0]
+    record = _record(predicted, shape=WIDE_SHAPE)
+    with_database(_database(tmp_path, [record]))
+    rng = np.random.default_rng(5)
+    data = rng.standard_normal(WIDE_SHAPE).astype(np.float32)
+    weight = rng.standard_normal(WIDE_GEOM.weight_shape).astype(np.float32)
+    bias = rng.standard_normal(WIDE_GEOM.bias_shape).astype(np.float32)
+    want = deconv_numpy.forward(WIDE_GEOM, data.astype(np.float64), weight.astype(np.float64),
+                                bias.astype(np.float64))
+    np.testing.assert_allclose(nd.Deconvolution(data, weight, bias, **PARAMS).asnumpy(), want,
+                               rtol=1e-4, atol=1e-4)
+    choice = plans.forward_plan(WIDE_GEOM, "float32", False, False).choice
+    assert choice.found_at[0][4] != "" and choice.put_off == (tuple(predicted.variant),
+                                                             predicted.impl)
+    assert not choice.confident and choice.tuner is not None and "duels" in choice.how
+    real, asked = _ops.forward_candidates, []
+
+    def spy(*args, **kwargs):
+        asked.append(kwargs.get("variant"))
+        return real(*args, **kwargs)
+    monkeypatch.setattr(_ops, "forward_candidates", spy)
+    plans.finish_tuning()
+    assert asked and all(variant is not None for variant in asked), asked
+    np.testing.assert_allclose(nd.Deconvolution(data, weight, bias, **PARAMS).asnumpy(), want,
+                               rtol=1e-4, atol=1e-4)
+    settled = plans.forward_plan(WIDE_GEOM, "float32", False, False).choice
+    assert settled.tuner is None and settled.how == "tuned" and len(settled.measured) == 2
+    assert settled.impl in (predicted.impl, choice.impl)

@@ -67,6 +67,9 @@ class Choice:
     #: (``repr``) of the candidates its tuning ran within REVALIDATE_WITHIN of
     #: it, which its tuner times beside it; None: not re-validated.
     rivals: Optional[FrozenSet[str]] = None
+    #: A prediction (variant, impl) put off for its slow descriptor, which this
+    #: choice stands in for: its tuner duels the two alone (tuner._put_off_units).
+    put_off: Optional[Tuple[Tuple[Any, ...], str]] = None
 
     def describe(self) -> str:
         """What explain() prints: the choice, the check, the alternatives."""

@@ -21,7 +21,8 @@ from . import tuner as tuner_rules
 from .choice import BackwardPlans, Choice, Unavailable, _found_at, _same
 from .confirm import _Provisional
 from .costs import _backward_weights_cost, _Costs, _forward_cost
-from .defects import _known_defective, _known_suspect, _warn
+from .defects import (_known_defective, _known_suspect, _warn, deconvolution_family,
+                      slow_deconvolution_descriptors)
 from .keys import BackwardKey, ForwardKey, PlanKey
 from .tuner import (_first_correct, _loaded, _to_the_end, _Tuner, _tuning_units,
                     _watched)
@@ -247,6 +248,14 @@ class Planner(_Provisional):
                 self._published()
 
         load = cpu_load.ForeignLoad(team=key.threads)
+        if first.put_off is not None:
+            tuner = _Tuner(_watched(tuner_rules._put_off_units(
+                geom, first, lambda: kept._rebuild(first, candidates), candidates,
+                first.put_off, check, cost, warn=self._warn), load),
+                settle, first.tune_after_calls)
+            with self.tuners_lock:
+                self.tuners[key] = tuner
+            return tuner
         # A database's candidate has no index in the full enumeration: the
         # tuner checks it like any other, if it wins.
         agreed = [] if first.from_database else [(first.index, first.threads)]
@@ -420,7 +429,12 @@ class Planner(_Provisional):
                 tuned = False
             displaced = None
             listing = _Listing(candidates)
-            if choice is None and prediction is not None:
+            # Where deconvolution descriptors are slow to make, a prediction of
+            # one does not start the layer: the first plan is its direct twin
+            # (enumerated first there), and the tuner weighs the prediction.
+            put_off = prediction is not None and slow_deconvolution_descriptors(geom) \
+                and deconvolution_family(prediction.choice.variant)
+            if choice is None and prediction is not None and not put_off:
                 if not prediction.confident:
                     displaced = self._displaced_first(
                         prediction, listing,
@@ -442,7 +456,16 @@ class Planner(_Provisional):
                     {displaced} if displaced is not None and choice.from_database else set())
                 expected = None if choice.found_at is None else prediction.ratio(
                     choice.found_at[0], choice.impl)
-                if expected is None or expected >= tuner_rules.PROMPT_RATIO:
+                if put_off:
+                    # The prediction against the direct twin standing in for it,
+                    # the two alone, and soon: the twin runs a separate bias,
+                    # and the prediction's descriptor is paid once.
+                    choice.shortlist = None
+                    choice.put_off = (tuple(prediction.choice.variant), prediction.choice.impl)
+                    choice.tune_after_calls = tuner_rules.PUT_OFF_TUNE_AFTER
+                    choice.how += ("; the database's prediction, whose descriptor is slow "
+                                   "to make here, duels it on this layer's later calls")
+                elif expected is None or expected >= tuner_rules.PROMPT_RATIO:
                     choice.tune_after_calls = 0
                 elif expected < tuner_rules.HINT_START_RATIO:
                     # Near the best already: tuning would cost more than it
@@ -464,7 +487,7 @@ class Planner(_Provisional):
                     if tuned_plan is not None:
                         choice, plan = tuned_choice, tuned_plan
                 else:
-                    if choice.rivals is None:
+                    if choice.rivals is None and choice.put_off is None:
                         choice.how += "; tuned on this layer's later calls"
                     choice.tuner = self._start_tuning(key, geom, candidates, check, cost, costs,
                                                  choice)
@@ -575,10 +598,12 @@ class Planner(_Provisional):
         extra = () if act_type is None else (act_type, fuse)
 
         hints = self._hints(geom, dtype)
+        direct_first = slow_deconvolution_descriptors(geom)
 
         def candidates(variant: Optional[tuple] = None) -> Iterable[Any]:
             return _ops.forward_candidates(geom, dtype, training, accumulate, *extra,
-                                           **_only(variant), hints=hints)
+                                           **_only(variant), hints=hints,
+                                           direct_first=direct_first)
         if act_type is None:
             make_check = lambda: kernel_check.forward_check(geom, dtype, accumulate)  # noqa: E731
         else:
@@ -606,10 +631,12 @@ class Planner(_Provisional):
         weights_costs, data_costs = _Costs(), _Costs()  # each tuner steps its own
         defective = _known_defective(geom, dtype)
         hints = self._hints(geom, dtype)
+        direct_first = slow_deconvolution_descriptors(geom)
         weights = self._plan(
             BackwardKey("backward_weights", geom, dtype, threads, self.tuning_on), geom,
             lambda variant=None: (c for c in _ops.backward_weights_candidates(
-                geom, dtype, **_only(variant), hints=hints) if not defective(c)),
+                geom, dtype, **_only(variant), hints=hints, direct_first=direct_first)
+                if not defective(c)),
             lambda: kernel_check.backward_weights_check(geom, dtype), weights_costs,
             lambda plan: _backward_weights_cost(weights_costs, plan),
             self._may_be_provisional(geom, dtype, "backward_weights"))
@@ -617,8 +644,8 @@ class Planner(_Provisional):
             return weights
         data = self._plan(
             BackwardKey("backward_data", geom, dtype, threads, self.tuning_on), geom,
-            lambda variant=None: _ops.backward_data_candidates(geom, dtype, **_only(variant),
-                                                               hints=hints),
+            lambda variant=None: _ops.backward_data_candidates(
+                geom, dtype, **_only(variant), hints=hints, direct_first=direct_first),
             lambda: kernel_check.backward_data_check(geom, dtype), data_costs,
             # Looked up when timing (not on every call): the forward is
             # planned before the backward in a training step.

@@ -1,6 +1,7 @@
 """Known oneDNN 3.2 defects (candidates tried last, or not offered, on the
-geometries where a kernel is known to be wrong: docs/kernel_check.rst), and
-the one :class:`~mxdeconv.KernelDefectWarning` per kernel and geometry a
+geometries where a kernel is known to be wrong: docs/kernel_check.rst; the
+layers whose deconvolution descriptors are slow to make), and the one
+:class:`~mxdeconv.KernelDefectWarning` per kernel and geometry a
 disagreeing candidate raises."""
 from __future__ import annotations
 
@@ -27,6 +28,31 @@ def _known_suspect(geom: DeconvGeometry) -> Callable[[Any], bool]:
         return (geom.bias_shape is not None and candidate.bias_fused
                 and impl.startswith("brg_conv:") and "brgconv_strided" in impl)
     return suspect
+
+
+#: From this input width (the last axis) on, oneDNN 3.2's deconvolution
+#: descriptors are slow to make: their cost grows with the width (measured on
+#: an AVX-512 CPU, the brgemm deconvolution's: 5-16 ms at width 128, 20-40 at
+#: 512, 75 at 1024, 670 on a 1-D layer of 8000 samples; the same under AVX2),
+#: and each backward pass's descriptor needs the forward's.  The direct
+#: convolution that runs the same kernel (the deconvolution's twin,
+#: ``conv:bwd_data+...`` for the forward) costs a fifteenth to a twentieth.
+SLOW_DESCRIPTOR_WIDTH = 128
+
+
+def slow_deconvolution_descriptors(geom: DeconvGeometry) -> bool:
+    """Whether ``geom``'s deconvolution descriptors are slow to make
+    (SLOW_DESCRIPTOR_WIDTH): its passes enumerate each layout pair's direct
+    convolution before the deconvolution, so that a new layer's first plan,
+    in every pass, costs no deconvolution descriptor."""
+    return geom.spatial_in[-1] >= SLOW_DESCRIPTOR_WIDTH
+
+
+def deconvolution_family(variant: Any) -> bool:
+    """Whether a candidate of ``variant`` is oneDNN's deconvolution primitive
+    (not a direct convolution, nor one of mxdeconv's own plans: those name
+    their kind in the variant's last field)."""
+    return variant[4] == ""
 
 
 def _taps_without_data(geom: DeconvGeometry, axis: int) -> bool:
