@@ -11,7 +11,7 @@ import itertools
 import random
 import threading
 import time
-from typing import Any, Callable, Dict, FrozenSet, Iterable, Optional, Tuple, Union
+from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Optional, Tuple, Union
 
 from .. import cpu_load, kernel_check, plan_db, plan_store
 from .._loader import extension as _ops
@@ -249,10 +249,29 @@ class Planner(_Provisional):
 
         load = cpu_load.ForeignLoad(team=key.threads)
         if first.put_off is not None:
-            tuner = _Tuner(_watched(tuner_rules._put_off_units(
-                geom, first, lambda: kept._rebuild(first, candidates), candidates,
-                first.put_off, check, cost, warn=self._warn), load),
-                settle, first.tune_after_calls)
+            def handed_on(choice: Optional[Choice], plan: Any, why: str) -> None:
+                """The put-off prediction's unit ended: the prediction (else the
+                first choice, where it was not offered or disagreed) is tuned
+                among the shortlist from here on, as a hint near its best is."""
+                with self.tuners_lock:
+                    if self.tuners.get(key) is tuner:
+                        del self.tuners[key]
+                if choice is None or plan is None:
+                    choice = dataclasses.replace(first, tuner=None, put_off=None)
+                else:
+                    kept._keep(self.store, key, geom, choice, False)
+                choice.seconds = first.seconds + tuner.seconds
+                choice.tune_after_calls = self.tune_after_calls * tuner_rules.NEAR_BEST_WAIT
+                choice.how += "; tuned on this layer's later calls"
+                choice.tuner = self._start_tuning(key, geom, candidates, check, cost, costs,
+                                                  choice)
+                self.choices.put(key, choice)
+                with self.tuners_lock:
+                    self.settlements += 1
+                    self._published()
+            tuner = _Tuner(tuner_rules._put_off_units(geom, first, candidates, first.put_off,
+                                                      check, warn=self._warn),
+                           handed_on, first.tune_after_calls)
             with self.tuners_lock:
                 self.tuners[key] = tuner
             return tuner
@@ -457,14 +476,14 @@ class Planner(_Provisional):
                 expected = None if choice.found_at is None else prediction.ratio(
                     choice.found_at[0], choice.impl)
                 if put_off:
-                    # The prediction against the direct twin standing in for it,
-                    # the two alone, and soon: the twin runs a separate bias,
-                    # and the prediction's descriptor is paid once.
-                    choice.shortlist = None
+                    # The prediction replaces the direct twin standing in for it
+                    # soon (its descriptor paid once, from the calls' tuning
+                    # share), then is tuned as a hint near its best.
                     choice.put_off = (tuple(prediction.choice.variant), prediction.choice.impl)
                     choice.tune_after_calls = tuner_rules.PUT_OFF_TUNE_AFTER
-                    choice.how += ("; the database's prediction, whose descriptor is slow "
-                                   "to make here, duels it on this layer's later calls")
+                    choice.how += (f"; standing in, for the first calls, for the plan "
+                                   f"database's prediction {prediction.choice.impl}, whose "
+                                   "descriptor is slow to make here")
                 elif expected is None or expected >= tuner_rules.PROMPT_RATIO:
                     choice.tune_after_calls = 0
                 elif expected < tuner_rules.HINT_START_RATIO:
@@ -568,11 +587,18 @@ class Planner(_Provisional):
             self.unconfirmed.clear()
         for _, confirm in confirmations:
             confirm()
-        with self.tuners_lock:
-            tuners = list(self.tuners.items())
-        for _, tuner in tuners:
-            tuner.finish()
-        return len({key for key, _ in confirmations} | {key for key, _ in tuners})
+        finished = {key for key, _ in confirmations}
+        done: List[_Tuner] = []
+        while True:  # a put-off prediction's tuner hands its key on to another
+            with self.tuners_lock:
+                tuners = [(key, tuner) for key, tuner in self.tuners.items()
+                          if not any(tuner is other for other in done)]
+            if not tuners:
+                return len(finished)
+            for key, tuner in tuners:
+                tuner.finish()
+                done.append(tuner)
+                finished.add(key)
 
     def _hints(self, geom: DeconvGeometry, dtype: str) -> Any:
         """The layer's forward descriptors (_ops.ForwardHints), shared by all its

@@ -93,10 +93,11 @@ NEAR_BEST_WAIT = 3
 #: 1.18, 1.19 and 1.23.
 HINT_START_RATIO = 1.1
 #: Calls after which a prediction put off for its slow descriptor (see
-#: defects.slow_deconvolution_descriptors) duels the direct twin that stood in
-#: for it: the first ten calls pay no descriptor, and the later ones run the
-#: faster of the two (on the 1-D audio layer the prediction, fusing the bias,
-#: is 10-20% faster a call; its descriptor costs 75 ms).
+#: defects.slow_deconvolution_descriptors) replaces the direct twin that stood
+#: in for it (checked, in a unit paid from the calls' tuning share): the
+#: first ten calls pay no descriptor, the later ones run the prediction (on
+#: the 1-D benchmark layer it fuses the bias and writes the plain layout, 10-
+#: 20% faster a call than the twin; its descriptor costs 75 ms).
 PUT_OFF_TUNE_AFTER = 10
 #: What names a GEMM plan: mxdeconv's im2col and scatter plans, oneDNN's gemm
 #: convolution.
@@ -327,60 +328,40 @@ def _tuning_units(geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]]
                   rejected, measured, found_at=_found_at(candidate)), plan
 
 
-def _put_off_units(geom: DeconvGeometry, first: Choice, incumbent: Callable[[], Any],
+def _put_off_units(geom: DeconvGeometry, first: Choice,
                    candidates: Callable[..., Iterable[Any]],
                    predicted: Tuple[Tuple[Any, ...], str],
-                   check: Callable[[Any], Optional[str]], cost: Callable[[Any], float],
+                   check: Callable[[Any], Optional[str]],
                    warn: Optional[Callable[[Any, DeconvGeometry, str], None]] = None) -> Units:
-    """A prediction put off for its slow descriptor (PUT_OFF_TUNE_AFTER) against
-    the first choice that stood in for it (``incumbent`` builds its plan), as
-    units: the prediction built (its descriptor paid once) and timed, the
-    first choice timed, and the prediction checked and chosen if it ranks
-    first (FIRST_CHOICE_MARGIN).  Only the prediction's variant is
-    enumerated: the full enumeration would make every slow descriptor on the
-    way.  Its shortlist is not tuned: the database ranked it first there."""
+    """A prediction put off for its slow descriptor (PUT_OFF_TUNE_AFTER), in
+    one unit: built (its variant alone enumerated: the full enumeration would
+    make every slow descriptor on the way) and checked, it replaces the first
+    choice that stood in for it, as a hint would have from the first call;
+    where it is not offered or disagrees, the first choice stays.  Either
+    way the result carries the first choice's shortlist, for the tuner that
+    follows (see Planner._start_tuning)."""
     if warn is None:
         warn = functools.partial(_warn, set())
     variant, impl = predicted
-    challenger, challenger_seconds = None, math.inf
     with _ops.using_threads(first.threads):
         for candidate in candidates(variant):
-            if candidate.impl == impl:
-                try:
-                    challenger_seconds = cost(candidate.build())
-                    challenger = candidate
-                except MXNetError:
-                    pass
-                break
-    yield
-    with _ops.using_threads(first.threads):
-        plan = incumbent()
-        if plan is None:  # not where it was: nothing to compare with
-            return Choice(None), None
-        first_seconds = cost(plan)
-    measured = [Measured(first.impl + FIRST_CHOICE, first.threads, first_seconds,
-                         "chosen: agreed")]
-    if challenger is None:
-        return dataclasses.replace(first, how="tuned", measured=measured, tuner=None,
-                                   put_off=None), plan
-    measured.append(Measured(repr(challenger), first.threads, challenger_seconds,
-                             "not chosen: slower"))
-    if _ranking((challenger_seconds, first.threads)) < \
-            _ranking((first_seconds, first.threads), True):
-        del plan  # not past this unit (see _tuning_units)
-        yield
-        with _ops.using_threads(first.threads):
-            plan = challenger.build()
-            reason = check(plan)
-        if reason is None:
-            measured[0].verdict, measured[1].verdict = "not chosen: slower", "chosen: agreed"
-            return Choice(challenger.index, first.threads, challenger.impl, "tuned", [],
-                          measured, found_at=_found_at(challenger), from_database=True), plan
-        measured[1].verdict = f"rejected: {reason}"
-        warn(challenger, geom, reason)
-        plan = incumbent()
-    return dataclasses.replace(first, how="tuned", measured=measured, tuner=None,
-                               put_off=None), plan
+            if candidate.impl != impl:
+                continue
+            try:
+                plan = candidate.build()
+                reason = check(plan)
+            except MXNetError as error:
+                reason = str(error)
+            if reason is None:
+                return Choice(candidate.index, first.threads, candidate.impl,
+                              f"predicted by the plan database, put off for its slow "
+                              f"descriptor while {first.impl} ran the first calls",
+                              found_at=_found_at(candidate), from_database=True,
+                              shortlist=first.shortlist), plan
+            warn(candidate, geom, reason)
+            break
+    yield  # (a generator; the first choice stays)
+    return dataclasses.replace(first, tuner=None, put_off=None), None
 
 
 def _watched(units: Units, load: cpu_load.ForeignLoad) -> Units:
