@@ -497,8 +497,8 @@ def test_a_wide_layers_deconvolution_prediction_is_put_off_then_replaces_its_twi
                                    want, rtol=1e-4, atol=1e-4)
         return plans.forward_plan(WIDE_GEOM, "float32", False, False).choice
     choice = forward()
-    assert choice.found_at[0][4] != "" and choice.put_off == (tuple(predicted.variant),
-                                                             predicted.impl)
+    assert choice.found_at[0][4] != "" and choice.put_off[:2] == (tuple(predicted.variant),
+                                                                 predicted.impl)
     assert not choice.confident and choice.tuner is not None and "standing in" in choice.how
     real, asked = _ops.forward_candidates, []
 
@@ -518,4 +518,25 @@ def test_a_wide_layers_deconvolution_prediction_is_put_off_then_replaces_its_twi
         plans.current_planner().tune_after_calls * tuner.NEAR_BEST_WAIT
     monkeypatch.setattr(_ops, "forward_candidates", real)
     assert plans.finish_tuning() == 1 and plans.pending() == 0
-    assert forward().tuner is None
+    tuned = forward()
+    assert tuned.tuner is None
+
+    # A new process on the filled cache: a kept deconvolution is put off too,
+    # and once it runs it is final (it was tuned).
+    planner = plans.current_planner()
+    previous = plans.use_planner(planner.afresh())
+    mxdeconv.clear_cache()
+    try:
+        again = forward()
+        if tuned.found_at[0][4] == "":
+            assert again.found_at[0][4] != "" and again.put_off is not None
+            assert again.put_off.final and again.put_off.impl == tuned.impl
+            plans.finish_tuning()
+            final = forward()
+            assert (final.impl, final.tuner, final.put_off) == (tuned.impl, None, None)
+            assert final.how.startswith("kept from an earlier tuning"), final.how
+        else:  # the tuner kept a direct convolution: nothing to put off
+            assert again.impl == tuned.impl and again.put_off is None
+    finally:
+        plans.use_planner(previous)
+        mxdeconv.clear_cache()

@@ -6,7 +6,7 @@ timed, :class:`Measured`), or that no oneDNN plan can run it
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, FrozenSet, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, FrozenSet, List, NamedTuple, Optional, Tuple
 
 if TYPE_CHECKING:  # annotations only: tuner imports this module (a Choice's tuner is a
     # tuner._Tuner), and import-linter leaves TYPE_CHECKING imports out of its contracts
@@ -29,6 +29,20 @@ class Measured:
     threads: int
     seconds: float
     verdict: str = "not checked (a faster candidate agreed)"
+
+
+class PutOff(NamedTuple):
+    """A candidate whose descriptor is slow to make (defects.
+    slow_deconvolution_descriptors), put off while another stands in for it
+    on a layer's first calls (tuner._put_off_units)."""
+
+    variant: Tuple[Any, ...]
+    impl: str
+    #: What the candidate is, for its choice's ``how`` once it runs.
+    how: str
+    #: Final once it runs (a tuned choice from the plan cache); else tuned
+    #: among the shortlist from then on, as a hint near its best is.
+    final: bool
 
 
 @dataclass
@@ -67,9 +81,9 @@ class Choice:
     #: (``repr``) of the candidates its tuning ran within REVALIDATE_WITHIN of
     #: it, which its tuner times beside it; None: not re-validated.
     rivals: Optional[FrozenSet[str]] = None
-    #: A prediction (variant, impl) put off for its slow descriptor, which this
-    #: choice stands in for: its tuner duels the two alone (tuner._put_off_units).
-    put_off: Optional[Tuple[Tuple[Any, ...], str]] = None
+    #: The candidate put off for its slow descriptor that this choice stands
+    #: in for: its tuner replaces it with that one (tuner._put_off_units).
+    put_off: Optional[PutOff] = None
 
     def describe(self) -> str:
         """What explain() prints: the choice, the check, the alternatives."""

@@ -18,7 +18,7 @@ from .._loader import extension as _ops
 from . import costs as pass_costs
 from . import kept
 from . import tuner as tuner_rules
-from .choice import BackwardPlans, Choice, Unavailable, _found_at, _same
+from .choice import BackwardPlans, Choice, PutOff, Unavailable, _found_at, _same
 from .confirm import _Provisional
 from .costs import _backward_weights_cost, _Costs, _forward_cost
 from .defects import (_known_defective, _known_suspect, _warn, deconvolution_family,
@@ -84,6 +84,11 @@ class _Listing:
             self._started = None
             return itertools.chain(() if first is None else (first,), rest)
         return self._candidates(variant)
+
+
+def _deconvolution_found(choice: Choice) -> bool:
+    """Whether a kept choice names a candidate of oneDNN's deconvolution."""
+    return choice.found_at is not None and deconvolution_family(choice.found_at[0])
 
 
 def _narrowed(candidates: Callable[..., Iterable[Any]], keeps: Callable[[Any], bool],
@@ -256,21 +261,25 @@ class Planner(_Provisional):
                 with self.tuners_lock:
                     if self.tuners.get(key) is tuner:
                         del self.tuners[key]
+                assert first.put_off is not None
+                final = first.put_off.final and choice is not None and plan is not None
                 if choice is None or plan is None:
                     choice = dataclasses.replace(first, tuner=None, put_off=None)
                 else:
-                    kept._keep(self.store, key, geom, choice, False)
+                    kept._keep(self.store, key, geom, choice, final)
                 choice.seconds = first.seconds + tuner.seconds
-                choice.tune_after_calls = self.tune_after_calls * tuner_rules.NEAR_BEST_WAIT
-                choice.how += "; tuned on this layer's later calls"
-                choice.tuner = self._start_tuning(key, geom, candidates, check, cost, costs,
-                                                  choice)
+                if not final:
+                    choice.tune_after_calls = \
+                        self.tune_after_calls * tuner_rules.NEAR_BEST_WAIT
+                    choice.how += "; tuned on this layer's later calls"
+                    choice.tuner = self._start_tuning(key, geom, candidates, check, cost,
+                                                      costs, choice)
                 self.choices.put(key, choice)
                 with self.tuners_lock:
                     self.settlements += 1
                     self._published()
-            tuner = _Tuner(tuner_rules._put_off_units(geom, first, candidates, first.put_off,
-                                                      check, warn=self._warn),
+            tuner = _Tuner(tuner_rules._put_off_units(geom, first, candidates, check,
+                                                      warn=self._warn),
                            handed_on, first.tune_after_calls)
             with self.tuners_lock:
                 self.tuners[key] = tuner
@@ -433,12 +442,23 @@ class Planner(_Provisional):
         start = time.perf_counter()
         check = make_check()
         what = key.what.replace("_", " ")
+        # Where deconvolution descriptors are slow to make, none starts the
+        # layer: the first plan is its direct twin (enumerated first there),
+        # and a kept or predicted deconvolution replaces it after a few calls.
+        slow = slow_deconvolution_descriptors(geom)
+        put_off: Optional[PutOff] = None
         try:
-            choice, plan, tuned = kept._from_disk(self.store, key, geom, candidates, check,
-                                               self.tuning_on) if self.tuning_on else \
-                (None, None, False)
+            choice, plan, tuned = kept._from_disk(
+                self.store, key, geom, candidates, check, self.tuning_on,
+                defer=_deconvolution_found if slow and not self.eager else None) \
+                if self.tuning_on else (None, None, False)
+            if choice is not None and plan is None:  # deferred
+                assert choice.found_at is not None
+                put_off = PutOff(tuple(choice.found_at[0]), choice.impl, choice.how, tuned)
+                choice, tuned = None, False
             prediction = self._prediction(key, geom) \
-                if self.tuning_on and not self.eager and not tuned else None
+                if self.tuning_on and not self.eager and not tuned and \
+                not (put_off is not None and put_off.final) else None
             if tuned and choice is not None and self._revalidating():
                 choice.rivals = kept._rivals(choice, tuner_rules.REVALIDATE_WITHIN)
                 choice.how += (f"; re-validated on this layer's later calls beside the "
@@ -448,12 +468,11 @@ class Planner(_Provisional):
                 tuned = False
             displaced = None
             listing = _Listing(candidates)
-            # Where deconvolution descriptors are slow to make, a prediction of
-            # one does not start the layer: the first plan is its direct twin
-            # (enumerated first there), and the tuner weighs the prediction.
-            put_off = prediction is not None and slow_deconvolution_descriptors(geom) \
-                and deconvolution_family(prediction.choice.variant)
-            if choice is None and prediction is not None and not put_off:
+            if put_off is None and prediction is not None and slow and \
+                    deconvolution_family(prediction.choice.variant):
+                put_off = PutOff(tuple(prediction.choice.variant), prediction.choice.impl,
+                                 "predicted by the plan database", False)
+            if choice is None and prediction is not None and put_off is None:
                 if not prediction.confident:
                     displaced = self._displaced_first(
                         prediction, listing,
@@ -475,21 +494,21 @@ class Planner(_Provisional):
                     {displaced} if displaced is not None and choice.from_database else set())
                 expected = None if choice.found_at is None else prediction.ratio(
                     choice.found_at[0], choice.impl)
-                if put_off:
-                    # The prediction replaces the direct twin standing in for it
-                    # soon (its descriptor paid once, from the calls' tuning
-                    # share), then is tuned as a hint near its best.
-                    choice.put_off = (tuple(prediction.choice.variant), prediction.choice.impl)
-                    choice.tune_after_calls = tuner_rules.PUT_OFF_TUNE_AFTER
-                    choice.how += (f"; standing in, for the first calls, for the plan "
-                                   f"database's prediction {prediction.choice.impl}, whose "
-                                   "descriptor is slow to make here")
+                if put_off is not None:
+                    pass  # replaced soon, then tuned as a hint near its best (below)
                 elif expected is None or expected >= tuner_rules.PROMPT_RATIO:
                     choice.tune_after_calls = 0
                 elif expected < tuner_rules.HINT_START_RATIO:
                     # Near the best already: tuning would cost more than it
                     # gains in a short run; only a long one pays for it.
                     choice.tune_after_calls *= tuner_rules.NEAR_BEST_WAIT
+            if put_off is not None and plan is not None and not choice.confident:
+                # Replaced after a few calls (its descriptor paid once, from the
+                # calls' tuning share).
+                choice.put_off = put_off
+                choice.tune_after_calls = tuner_rules.PUT_OFF_TUNE_AFTER
+                choice.how += (f"; standing in, for the first calls, for {put_off.impl} "
+                               f"({put_off.how}), whose descriptor is slow to make here")
             if self.deterministic_on and plan is not None:
                 choice.how += ("; deterministic mode: checked before its first call, never "
                                "tuned, kept for the process")

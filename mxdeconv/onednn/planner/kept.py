@@ -156,14 +156,16 @@ def _untrusted_because(store: plan_store.PlanStore, key: str, entry: Dict[str, A
 
 def _from_disk(store: plan_store.PlanStore, key: PlanKey, geom: DeconvGeometry,
                candidates: Callable[..., Iterable[Any]],
-               check: Callable[[Any], Optional[str]], tuning: bool = True
+               check: Callable[[Any], Optional[str]], tuning: bool = True,
+               defer: Optional[Callable[[Choice], bool]] = None
                ) -> Tuple[Optional[Choice], Any, bool]:
     """The choice kept in ``store``, its plan, and whether it was tuned, after
     checking the entry; (None, None, False) when there is none or it does not
     hold.  Its verdict is taken as it is only from an entry the store vouches
     for whose verdict names this library, CPU and candidate; any other
     entry's plan is checked again, and kept again as this process's verdict
-    when it agrees."""
+    when it agrees.  A choice ``defer`` names comes without its plan (not
+    built, not checked: see tuner._put_off_units, which checks it)."""
     store_key = _store_key(key, geom)
     entry = store.get(store_key)
     if entry is None:
@@ -171,6 +173,8 @@ def _from_disk(store: plan_store.PlanStore, key: PlanKey, geom: DeconvGeometry,
     choice = _kept_choice(entry, geom, tuning)
     if choice is None:
         return None, None, False
+    if defer is not None and defer(choice):
+        return choice, None, entry["tuned"]
     try:
         plan = _rebuild(choice, candidates)
     except MXNetError:

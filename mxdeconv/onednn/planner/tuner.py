@@ -330,19 +330,19 @@ def _tuning_units(geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]]
 
 def _put_off_units(geom: DeconvGeometry, first: Choice,
                    candidates: Callable[..., Iterable[Any]],
-                   predicted: Tuple[Tuple[Any, ...], str],
                    check: Callable[[Any], Optional[str]],
                    warn: Optional[Callable[[Any, DeconvGeometry, str], None]] = None) -> Units:
-    """A prediction put off for its slow descriptor (PUT_OFF_TUNE_AFTER), in
-    one unit: built (its variant alone enumerated: the full enumeration would
-    make every slow descriptor on the way) and checked, it replaces the first
-    choice that stood in for it, as a hint would have from the first call;
-    where it is not offered or disagrees, the first choice stays.  Either
-    way the result carries the first choice's shortlist, for the tuner that
-    follows (see Planner._start_tuning)."""
+    """The candidate put off for its slow descriptor (``first.put_off``, see
+    PUT_OFF_TUNE_AFTER), in one unit: built (its variant alone enumerated:
+    the full enumeration would make every slow descriptor on the way) and
+    checked, it replaces the first choice that stood in for it; where it is
+    not offered or disagrees, the first choice stays.  Either way the result
+    carries the first choice's shortlist, for the tuner that may follow (see
+    Planner._start_tuning)."""
     if warn is None:
         warn = functools.partial(_warn, set())
-    variant, impl = predicted
+    assert first.put_off is not None
+    variant, impl = first.put_off.variant, first.put_off.impl
     with _ops.using_threads(first.threads):
         for candidate in candidates(variant):
             if candidate.impl != impl:
@@ -354,8 +354,8 @@ def _put_off_units(geom: DeconvGeometry, first: Choice,
                 reason = str(error)
             if reason is None:
                 return Choice(candidate.index, first.threads, candidate.impl,
-                              f"predicted by the plan database, put off for its slow "
-                              f"descriptor while {first.impl} ran the first calls",
+                              f"{first.put_off.how}, put off for its slow descriptor "
+                              f"while {first.impl} ran the first calls",
                               found_at=_found_at(candidate), from_database=True,
                               shortlist=first.shortlist), plan
             warn(candidate, geom, reason)
