@@ -6,6 +6,7 @@ from mxdeconv.onednn._ops cimport BackwardDataPlan, BackwardWeightsPlan, Forward
 cdef class Serving:
     cdef public long calls_left
     cdef public object generation
+    cdef public object paid_by
 
 
 cdef class PreparedForward:

@@ -17,6 +17,7 @@ class Serving:
 
     calls_left: int
     generation: Any
+    paid_by: Any
 
 
 class PreparedForward:

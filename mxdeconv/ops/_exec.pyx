@@ -272,7 +272,9 @@ cdef class Serving:
     while ``planner.settlements`` is still ``generation`` (a layer settled, or
     finish_tuning() ran: the full path then takes the new choice).  When it
     runs out, the next call takes the full path, where the planner runs the
-    unit of tuning those calls paid for (``planner.serve``)."""
+    unit of tuning those calls paid for (``planner.serve``; ``paid_by``: the
+    plan they were paid to, refunded the calls not served when a settlement
+    sends the call back early: ``planner.unserved``)."""
 
     def __cinit__(self):
         self.calls_left = -1

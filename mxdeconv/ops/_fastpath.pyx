@@ -157,10 +157,16 @@ cdef inline object dtype_code_of(NDArrayBase arr):
 
 
 cdef inline bint expired(Serving serving):
-    """Count one call on a limited prepared call; True when it has run out."""
+    """Count one call on a limited prepared call; True when it has run out (or
+    a layer settled: the calls paid ahead and not served are refunded, so
+    that the planner does not run a unit they did not pay for)."""
     if serving.calls_left < 0:
         return False
-    if serving.calls_left == 0 or serving.generation != planner.settlements:
+    if serving.calls_left == 0:
+        return True
+    if serving.generation != planner.settlements:
+        planner.unserved(serving.paid_by, serving.calls_left)
+        serving.calls_left = 0
         return True
     serving.calls_left -= 1
     return False

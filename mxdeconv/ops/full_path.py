@@ -88,7 +88,7 @@ def _run_prepared(key: Any, prepared: Any, plan: Any, run: Callable[[], Any]) ->
         return run()
     begun = time.perf_counter()
     result = run()
-    prepared.serving.generation = planner.settlements
+    prepared.serving.generation, prepared.serving.paid_by = planner.settlements, plan
     prepared.serving.calls_left = planner.serve(plan, time.perf_counter() - begun)
     return result
 

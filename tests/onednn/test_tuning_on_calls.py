@@ -294,3 +294,43 @@ def test_finish_tuning_sends_prepared_calls_back_for_the_tuned_plan(full_paths):
         y = nd.Deconvolution(x, w, kernel=(3, 3), num_filter=8)
     assert full_paths["forward"] == before + 1   # once, for the tuned plan; then prepared
     assert float(y.asnumpy().max()) == 72.0
+
+
+def test_calls_paid_ahead_and_not_served_are_refunded():
+    """serve() pays a prepared call's calls ahead; a refund of the last ones
+    takes back their credit first, then their part of the wait."""
+    ran = tuner._Tuner(iter(()), lambda *_: None, wait_calls=5)
+    ran.earn(0.01)                    # the call itself: one call of the wait
+    ran.earn(0.01, 10)                # paid ahead: the 4 left of the wait, 6 earning
+    assert ran._waiting == 0
+    credit = ran._credit
+    ran.refund(3)                     # the last 3 earned: credit back
+    assert ran._credit == pytest.approx(credit - 3 * tuner.TUNE_SHARE * 0.01)
+    assert ran._waiting == 0
+    again = tuner._Tuner(iter(()), lambda *_: None, wait_calls=5)
+    again.earn(0.01)
+    again.earn(0.01, 10)
+    again.refund(9)                   # the 6 earned, then 3 of the 4 waited
+    assert again._waiting == 3 and again._credit == pytest.approx(0.0)
+
+
+def test_a_settlement_elsewhere_runs_no_unit_the_calls_did_not_pay_for(full_paths):
+    """A layer settling sends every prepared call back to the planner; those
+    still tuned get back the calls paid ahead and not served, so a layer
+    waiting for its tuning does not start it early."""
+    x, w = nd.ones((1, 8, 4, 4)), nd.ones((8, 8, 3, 3))
+    planner = plans.current_planner()
+    previous = planner.tune_after_calls
+    planner.tune_after_calls = 50
+    try:
+        for _ in range(3):
+            nd.Deconvolution(x, w, kernel=(3, 3), num_filter=8)
+        waiting = _forward_choice_of(x, dict(kernel=(3, 3), num_filter=8))
+        assert waiting is not None and waiting.steps == 0
+        with planner.tuners_lock:   # as another layer's settling does
+            planner.settlements += 1
+            planner._published()
+        nd.Deconvolution(x, w, kernel=(3, 3), num_filter=8)
+        assert waiting.steps == 0  # (paid ahead again since: by this call, anew)
+    finally:
+        planner.tune_after_calls = previous

@@ -79,7 +79,7 @@ from .tuner import (DUEL_ROUNDS, FIRST_CHOICE, FIRST_CHOICE_MARGIN, GEMM_MARK,  
                     MAX_SERVED, MORE_THREADS_MARGIN, MORE_THREADS_MARGIN_S,
                     ONE_THREAD_MACS, REFINE, TUNE_CEILING_S, TUNE_FACTOR, TUNE_FLOOR_S,
                     TUNE_SHARE, UNIT_CALLS, _ranking, _thread_options, _to_the_end,
-                    _Tuner, _tuning_units, ran, serve)
+                    _Tuner, _tuning_units, ran, serve, unserved)
 from mxdeconv.semantics.attributes import DeconvGeometry
 
 #: The public API (the private names imported above are for the tests and
@@ -91,7 +91,7 @@ __all__ = ["BackwardKey", "BackwardPlans", "Choice", "ForwardKey", "Measured", "
            "finish_tuning", "forward_plan", "pending", "provisional", "provisional_enabled",
            "ran", "refuse", "serve", "set_deterministic", "set_eager_tuning",
            "set_plan_database", "set_provisional", "set_tuning", "settled", "settlements",
-           "store_path", "tuning", "tuning_on", "use_planner"]
+           "store_path", "tuning", "tuning_on", "unserved", "use_planner"]
 
 # -- the default planner, and the module's API on it ------------------------------
 #: Whether new plans are tuned (the default planner's ``tuning_on``).  A module

@@ -428,10 +428,21 @@ class _Tuner:
         self._settle = settle
         self._lock = threading.Lock()
         self._credit = 0.0
+        self._paid_ahead = (0, 0, 0.0)  # the last earn's (waited, earning calls, seconds)
         self._call_seconds = math.inf  # the least a timed call took
         self._unit_seconds = math.inf  # what the last unit cost: none is due untimed
         self.steps, self.seconds = 0, 0.0
         self.done = False
+
+    def refund(self, calls: int) -> None:
+        """``calls`` of the calls last paid ahead (:func:`serve`) were not
+        served: take back what they earned (the last ones paid first earn
+        credit, the first ones count off the wait)."""
+        waited, earned, call_seconds = self._paid_ahead
+        back = min(calls, earned)
+        self._credit -= TUNE_SHARE * call_seconds * back
+        self._waiting += min(calls - back, waited)
+        self._paid_ahead = (0, 0, 0.0)
 
     def earn(self, call_seconds: float, calls: int = 1) -> None:
         """``calls`` calls of this key earn their share: each is taken to cost
@@ -439,13 +450,13 @@ class _Tuner:
         full path, may be slow, just after a unit: a call's time overstated
         would let the tuner overspend, understated only slows it)."""
         self._call_seconds = min(self._call_seconds, call_seconds)
-        if self._waiting > 0:
-            waited = min(calls, self._waiting)
-            self._waiting -= waited
-            calls -= waited
+        waited = min(calls, self._waiting)
+        self._waiting -= waited
+        calls -= waited
         if math.isinf(self._unit_seconds):
             self._unit_seconds = UNIT_CALLS * self._call_seconds
         self._credit += TUNE_SHARE * self._call_seconds * calls
+        self._paid_ahead = (waited, calls, self._call_seconds)
 
     def calls_until_due(self) -> int:
         """How many calls (at the last one's time) still pay for the next unit."""
@@ -510,6 +521,16 @@ def ran(plan: Any, seconds: float) -> None:
     """A call ran ``plan`` in ``seconds``: each pass still tuned earns its share."""
     for tuner, share in _tuners(plan, seconds):
         tuner.earn(share)
+
+
+def unserved(plan: Any, calls: int) -> None:
+    """A prepared call of ``plan`` went back to the planner with ``calls`` of
+    the calls :func:`serve` paid ahead not served (a layer settled): each
+    pass still tuned takes them back, so no unit runs before its calls did."""
+    if plan is None or calls <= 0:
+        return
+    for tuner, _ in _tuners(plan, 0.0):
+        tuner.refund(calls)
 
 
 def serve(plan: Any, seconds: float) -> int:
