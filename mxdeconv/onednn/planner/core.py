@@ -255,9 +255,10 @@ class Planner(_Provisional):
         load = cpu_load.ForeignLoad(team=key.threads)
         if first.put_off is not None:
             def handed_on(choice: Optional[Choice], plan: Any, why: str) -> None:
-                """The put-off prediction's unit ended: the prediction (else the
-                first choice, where it was not offered or disagreed) is tuned
-                among the shortlist from here on, as a hint near its best is."""
+                """The put-off candidate's unit ended: it runs from now on (else
+                the first choice, where it was not offered or disagreed), final
+                if it was a tuned choice kept in the plan cache, else tuned
+                among the shortlist on later calls, as a hint near its best is."""
                 with self.tuners_lock:
                     if self.tuners.get(key) is tuner:
                         del self.tuners[key]

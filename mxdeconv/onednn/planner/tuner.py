@@ -92,12 +92,12 @@ NEAR_BEST_WAIT = 3
 #: 1.41 (AVX2), 1.44 to 1.36 (AVX-512 BF16); GEMM hints included it would be
 #: 1.18, 1.19 and 1.23.
 HINT_START_RATIO = 1.1
-#: Calls after which a prediction put off for its slow descriptor (see
-#: defects.slow_deconvolution_descriptors) replaces the direct twin that stood
-#: in for it (checked, in a unit paid from the calls' tuning share): the
-#: first ten calls pay no descriptor, the later ones run the prediction (on
-#: the 1-D benchmark layer it fuses the bias and writes the plain layout, 10-
-#: 20% faster a call than the twin; its descriptor costs 75 ms).
+#: Calls after which a deconvolution put off for its slow descriptor (see
+#: defects.slow_deconvolution_descriptors; predicted, or kept in the plan
+#: cache) replaces the direct twin that stood in for it (checked, in a unit
+#: paid from the calls' tuning share): the first ten calls pay no descriptor,
+#: the later ones run the deconvolution (on the 1-D benchmark layer it fuses
+#: the bias, 10-20% faster a call than the twin; its descriptor costs 75 ms).
 PUT_OFF_TUNE_AFTER = 10
 #: What names a GEMM plan: mxdeconv's im2col and scatter plans, oneDNN's gemm
 #: convolution.
