@@ -237,9 +237,6 @@ class Planner(_Provisional):
                       costs: "_Costs", first: Choice) -> _Tuner:
         """A tuner for ``key``'s later calls; its result replaces ``first``."""
         def settle(choice: Optional[Choice], plan: Any, why: str) -> None:
-            with self.tuners_lock:
-                if self.tuners.get(key) is tuner:
-                    del self.tuners[key]
             if choice is None or plan is None:  # failed, or nothing agreed after all
                 choice = dataclasses.replace(
                     first, tuner=None,
@@ -247,67 +244,67 @@ class Planner(_Provisional):
             else:
                 kept._keep(self.store, key, geom, choice, not _loaded(choice, load))
                 choice.seconds = first.seconds + tuner.seconds
-            self.choices.put(key, choice)
-            with self.tuners_lock:
-                self.settlements += 1  # after the put: a call sent back now finds the choice
-                self._published()
+            self._ended(key, tuner, choice)
+
+        def handed_on(choice: Optional[Choice], plan: Any, why: str) -> None:
+            """The put-off candidate's unit ended: it runs from now on (else
+            the first choice, where it was not offered or disagreed), final if
+            it was a tuned choice kept in the plan cache, else tuned among the
+            shortlist on later calls, as a hint near its best is."""
+            assert first.put_off is not None
+            final = first.put_off.final and choice is not None and plan is not None
+            if choice is None or plan is None:
+                choice = dataclasses.replace(first, tuner=None, put_off=None)
+            else:
+                kept._keep(self.store, key, geom, choice, final)
+            choice.seconds = first.seconds + tuner.seconds
+            if not final:
+                choice.tune_after_calls = self.tune_after_calls * tuner_rules.NEAR_BEST_WAIT
+                choice.how += "; tuned on this layer's later calls"
+                choice.tuner = self._start_tuning(key, geom, candidates, check, cost, costs,
+                                                  choice)
+            self._ended(key, tuner, choice)
 
         load = cpu_load.ForeignLoad(team=key.threads)
         if first.put_off is not None:
-            def handed_on(choice: Optional[Choice], plan: Any, why: str) -> None:
-                """The put-off candidate's unit ended: it runs from now on (else
-                the first choice, where it was not offered or disagreed), final
-                if it was a tuned choice kept in the plan cache, else tuned
-                among the shortlist on later calls, as a hint near its best is."""
-                with self.tuners_lock:
-                    if self.tuners.get(key) is tuner:
-                        del self.tuners[key]
-                assert first.put_off is not None
-                final = first.put_off.final and choice is not None and plan is not None
-                if choice is None or plan is None:
-                    choice = dataclasses.replace(first, tuner=None, put_off=None)
-                else:
-                    kept._keep(self.store, key, geom, choice, final)
-                choice.seconds = first.seconds + tuner.seconds
-                if not final:
-                    choice.tune_after_calls = \
-                        self.tune_after_calls * tuner_rules.NEAR_BEST_WAIT
-                    choice.how += "; tuned on this layer's later calls"
-                    choice.tuner = self._start_tuning(key, geom, candidates, check, cost,
-                                                      costs, choice)
-                self.choices.put(key, choice)
-                with self.tuners_lock:
-                    self.settlements += 1
-                    self._published()
             tuner = _Tuner(tuner_rules._put_off_units(geom, first, candidates, check,
                                                       warn=self._warn),
                            handed_on, first.tune_after_calls)
-            with self.tuners_lock:
-                self.tuners[key] = tuner
-            return tuner
-        # A database's candidate has no index in the full enumeration: the
-        # tuner checks it like any other, if it wins.
-        agreed = [] if first.from_database else [(first.index, first.threads)]
-        if first.rivals is not None:
-            rivals = first.rivals  # the kept choice re-validated beside these
-            candidates = _narrowed(candidates, lambda c: repr(c) in rivals, first.index)
-        if first.shortlist is not None:
-            shortlist = first.shortlist
-            candidates = _narrowed(
-                candidates,
-                lambda c: (tuple(getattr(c, "variant", ())), c.impl) in shortlist,
-                None if first.from_database else first.index)
-            first.how += (f" among the {len(first.shortlist)} candidates its nearest layers "
-                          f"in the database ran within {plan_db.SHORTLIST_RATIO - 1:.0%} of "
-                          "their fastest")
-        tuner = _Tuner(_watched(_tuning_units(geom, candidates, check, costs, cost,
-                                              agreed=agreed,
-                                              warn=self._warn,
-                                              tuning=lambda: self.tuning_on), load),
-                       settle, first.tune_after_calls)
+        else:
+            # A database's candidate has no index in the full enumeration: the
+            # tuner checks it like any other, if it wins.
+            agreed = [] if first.from_database else [(first.index, first.threads)]
+            if first.rivals is not None:
+                rivals = first.rivals  # the kept choice re-validated beside these
+                candidates = _narrowed(candidates, lambda c: repr(c) in rivals, first.index)
+            if first.shortlist is not None:
+                shortlist = first.shortlist
+                candidates = _narrowed(
+                    candidates,
+                    lambda c: (tuple(getattr(c, "variant", ())), c.impl) in shortlist,
+                    None if first.from_database else first.index)
+                first.how += (f" among the {len(first.shortlist)} candidates its nearest "
+                              f"layers in the database ran within "
+                              f"{plan_db.SHORTLIST_RATIO - 1:.0%} of their fastest")
+            tuner = _Tuner(_watched(_tuning_units(geom, candidates, check, costs, cost,
+                                                  agreed=agreed,
+                                                  warn=self._warn,
+                                                  tuning=lambda: self.tuning_on), load),
+                           settle, first.tune_after_calls)
         with self.tuners_lock:
             self.tuners[key] = tuner
         return tuner
+
+    def _ended(self, key: PlanKey, tuner: _Tuner, choice: Choice) -> None:
+        """``tuner`` ended: ``choice`` is ``key``'s from now on (a new tuner of
+        ``choice``'s, registered meanwhile, stays)."""
+        with self.tuners_lock:
+            if self.tuners.get(key) is tuner:
+                del self.tuners[key]
+        self.choices.put(key, choice)
+        with self.tuners_lock:
+            self.settlements += 1  # after the put: a call sent back now finds the choice
+            self._published()
 
     def _prediction(self, key: PlanKey, geom: DeconvGeometry) -> Optional[plan_db.Prediction]:
         """The shipped database's prediction for ``key`` (None: none, or a pass
