@@ -826,3 +826,22 @@ def test_phase_kernel_gathers_the_phase_taps_in_order(monkeypatch, block_bytes):
         got = result_check._phase_kernel(weight, taps, buffer)
         want = weight.transpose(0, 3, 1, 2)[:, taps].reshape(2, len(taps) * 6, 3)
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("name", ["dcgan_b8", "upsample_b4", "3d"])
+def test_a_bias_gradient_within_its_rounding_bound_passes(name):
+    """The bias gradient sums every output pixel of every image: a float32
+    sum of n = batch * output pixels terms may be off by gamma(n) times the
+    sum of their magnitudes (the docstring's bound), and half of that passes
+    (a bound counted over the input's pixels, fewer on an up-sampling layer,
+    would refuse it)."""
+    c = case(name)
+    terms = c.geom.data_shape[0] * int(np.prod(c.geom.spatial_out))
+    g = c.out_grad.reshape(c.geom.data_shape[0], c.geom.param.num_filter, -1)
+    exact = g.sum(axis=(0, 2), dtype=np.float64)
+    gamma = terms * 2.0 ** -24 / (1 - terms * 2.0 ** -24)
+    allowed = gamma * np.abs(g).sum(axis=(0, 2), dtype=np.float64)
+    bias_grad = (exact + 0.5 * allowed).astype(np.float32)
+    # float32 rounding of the shifted value stays well inside the other half
+    assert np.all(np.abs(bias_grad - exact) <= 0.75 * allowed)
+    assert _weights_of(c, None, bias_grad) is None
