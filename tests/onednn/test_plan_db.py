@@ -265,6 +265,37 @@ def test_a_hint_near_the_first_choice_leaves_the_first_plan(tmp_path, with_datab
     assert "among the 2 candidates" in choice.how
 
 
+def test_a_kept_first_choice_is_rated_by_the_database_as_a_new_one_is(tmp_path,
+                                                                     with_database):
+    """A new process takes the first choice an earlier one kept (found by its
+    index) and rates it by its variant and layouts as it rated oneDNN's first
+    candidate: near the hint, it waits NEAR_BEST_WAIT times longer to be
+    tuned (it was rated as unknown and tuned from its first call, which made
+    a filled cache's first 300 U-Net training steps slower than an empty
+    one's)."""
+    candidate = _not_first()
+    if candidate is None:
+        pytest.skip("this CPU offers one candidate for the layer")
+    first = _first_listed()
+    close = 1 + (plans.tuner.HINT_START_RATIO - 1) / 2
+    plans.current_planner().tune_after_calls = 4
+    choice = _hinted(tmp_path, with_database, candidate, near=[(first, close)])
+    assert choice.how.startswith("first correct candidate"), choice.how
+    planner = plans.current_planner()
+    planner.store.flush()
+    previous = plans.use_planner(planner.afresh())
+    mxdeconv.clear_cache()
+    try:
+        _forward()
+        again = _choice()
+        assert "kept from an earlier run" in again.how, again.how
+        assert again.found_at == choice.found_at
+        assert again.tune_after_calls == 4 * plans.tuner.NEAR_BEST_WAIT
+    finally:
+        plans.use_planner(previous)
+        mxdeconv.clear_cache()
+
+
 def test_a_hint_naming_a_suspect_first_candidate_runs_it_made_once(
         tmp_path, with_database, monkeypatch):
     """oneDNN's first candidate is a known suspect (as brgemm deconvolutions

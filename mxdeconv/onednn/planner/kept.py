@@ -27,19 +27,25 @@ def _rebuild(choice: Choice, candidates: Callable[..., Iterable[Any]]) -> Any:
     where the choice says.  Enumerating its variant only is cheaper (a new
     process with a filled cache: each oneDNN descriptor before it costs up to
     a millisecond); the full enumeration is the fallback."""
+    return _rebuilt(choice, candidates)[1]
+
+
+def _rebuilt(choice: Choice, candidates: Callable[..., Iterable[Any]]) -> Tuple[Any, Any]:
+    """The chosen candidate and its plan (_rebuild); (None, None) when the
+    candidate is not where the choice says."""
     with _ops.using_threads(choice.threads):
         if choice.found_at is not None:
             for candidate in candidates(choice.found_at[0]):
                 if candidate.impl == choice.impl and _found_at(candidate) == choice.found_at:
-                    return candidate.build()
+                    return candidate, candidate.build()
         if choice.from_database:  # its index is its variant's, not the enumeration's
-            return None
+            return None, None
         for candidate in candidates():
             if candidate.index == choice.index:
                 if candidate.impl != choice.impl:
-                    return None
-                return candidate.build()
-    return None
+                    return None, None
+                return candidate, candidate.build()
+    return None, None
 
 
 def _store_key(key: PlanKey, geom: DeconvGeometry) -> str:
@@ -176,11 +182,16 @@ def _from_disk(store: plan_store.PlanStore, key: PlanKey, geom: DeconvGeometry,
     if defer is not None and defer(choice):
         return choice, None, entry["tuned"]
     try:
-        plan = _rebuild(choice, candidates)
+        candidate, plan = _rebuilt(choice, candidates)
     except MXNetError:
         return None, None, False
     if plan is None:
         return None, None, False  # stale: choose again
+    if choice.found_at is None:
+        # A first choice, found by its index: now also by its variant and
+        # layouts, as the plan database rates it (else a layer the database
+        # expects near its best would be tuned from its first call).
+        choice.found_at = _found_at(candidate)
     why = _untrusted_because(store, store_key, entry, choice)
     if why is not None:
         if check(plan) is not None:
