@@ -411,6 +411,37 @@ def test_a_gemm_plans_hint_leaves_a_first_choice_that_is_no_gemm_plan(tmp_path,
     assert (tuple(gemm.variant), gemm.impl) in choice.shortlist
 
 
+def test_a_gemm_plans_hint_replaces_the_first_choice_after_a_few_calls(tmp_path,
+                                                                      with_database):
+    """The GEMM plan's hint that did not start the layer is put off: after
+    PUT_OFF_TUNE_AFTER calls one unit builds and checks it, and it replaces
+    oneDNN's first choice, which stays on the shortlist the tuner times later
+    (a wrong hint is tuned away); the result is right throughout."""
+    first = _first_listed()
+    if plans.GEMM_MARK in first.impl:
+        pytest.skip("oneDNN's first choice for the layer is a GEMM plan on this CPU")
+    gemm = next((c for c in _ops.forward_candidates(GEOM, "float32", False, False)
+                 if plans.GEMM_MARK in c.impl and c.index != first.index
+                 and not c.is_reference), None)
+    if gemm is None:
+        pytest.skip("this CPU offers no GEMM candidate for the layer")
+    choice = _hinted(tmp_path, with_database, gemm)
+    assert choice.put_off is not None and not choice.put_off.final, choice.how
+    assert choice.put_off[:2] == (tuple(gemm.variant), gemm.impl)
+    assert "GEMM's first call" in choice.how and choice.impl == first.impl
+    assert choice.tune_after_calls == tuner.PUT_OFF_TUNE_AFTER
+    assert choice.tuner.step(force=True)  # the put-off unit, paid at once
+    replaced = _choice()
+    assert (replaced.impl, replaced.found_at[0]) == (gemm.impl, tuple(gemm.variant))
+    assert replaced.put_off is None and replaced.from_database and "put off" in replaced.how
+    assert replaced.tune_after_calls == \
+        plans.current_planner().tune_after_calls * tuner.NEAR_BEST_WAIT
+    assert (tuple(first.variant), first.impl) in replaced.shortlist
+    _forward(data_seed=1)
+    assert plans.finish_tuning() >= 1 and plans.pending() == 0
+    _forward(data_seed=2)
+
+
 def test_a_gemm_plans_hint_displaces_only_a_gemm_first_choice():
     """Where oneDNN's first choice is a GEMM plan too, the GEMM's set-up is
     paid either way: the hint runs if it is expected faster, as any hint."""

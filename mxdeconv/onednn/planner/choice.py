@@ -32,9 +32,11 @@ class Measured:
 
 
 class PutOff(NamedTuple):
-    """A candidate whose descriptor is slow to make (defects.
-    slow_deconvolution_descriptors), put off while another stands in for it
-    on a layer's first calls (tuner._put_off_units)."""
+    """A candidate that costs a new layer's first call more than it saves over
+    its first few, put off while another stands in for it
+    (tuner._put_off_units): a deconvolution whose descriptor is slow to make
+    (defects.slow_deconvolution_descriptors), or a GEMM plan the plan
+    database hints at (tuner.hint_put_off)."""
 
     variant: Tuple[Any, ...]
     impl: str
@@ -43,6 +45,8 @@ class PutOff(NamedTuple):
     #: Final once it runs (a tuned choice from the plan cache); else tuned
     #: among the shortlist from then on, as a hint near its best is.
     final: bool
+    #: Why it is put off, for the choices' ``how``.
+    why: str = "its descriptor is slow to make here"
 
 
 @dataclass
@@ -81,8 +85,8 @@ class Choice:
     #: (``repr``) of the candidates its tuning ran within REVALIDATE_WITHIN of
     #: it, which its tuner times beside it; None: not re-validated.
     rivals: Optional[FrozenSet[str]] = None
-    #: The candidate put off for its slow descriptor that this choice stands
-    #: in for: its tuner replaces it with that one (tuner._put_off_units).
+    #: The candidate put off (PutOff) that this choice stands in for on the
+    #: first calls: its tuner replaces it with that one (tuner._put_off_units).
     put_off: Optional[PutOff] = None
 
     def describe(self) -> str:

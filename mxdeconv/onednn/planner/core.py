@@ -388,6 +388,24 @@ class Planner(_Provisional):
             return None
         return tuple(found[0]), first.impl
 
+    @staticmethod
+    def _put_off_hint(prediction: plan_db.Prediction,
+                      found: Optional[Tuple[Tuple[Any, ...], str]], impl: str
+                      ) -> Tuple[Optional[PutOff], Optional[Tuple[Tuple[Any, ...], str]]]:
+        """A GEMM plan's hint that does not start the layer but should replace
+        its first candidate (``impl``, ``found`` at its variant and layouts)
+        after a few calls (tuner.hint_put_off), and that candidate as a
+        shortlist names it (tuned beside the hint later: a wrong hint is
+        tuned away); (None, None) otherwise."""
+        if found is None or prediction.choice.one_thread or \
+                not tuner_rules.hint_put_off(prediction, found[0], impl):
+            return None, None
+        return (PutOff(tuple(prediction.choice.variant), prediction.choice.impl,
+                       f"hinted by {prediction.source}", False,
+                       why="a GEMM's first call in a process sets the GEMM up and writes "
+                           "its column workspace"),
+                (tuple(found[0]), impl))
+
     def _first_choice(self, key: PlanKey, geom: DeconvGeometry,
                       candidates: Callable[..., Iterable[Any]],
                       check: Callable[[Any], Optional[str]], provisional: bool = False
@@ -475,9 +493,19 @@ class Planner(_Provisional):
                     displaced = self._displaced_first(
                         prediction, listing,
                         _known_suspect(geom) if key.what == "forward" else None)
-                if prediction.confident or displaced is not None:
+                    first = listing.first()
+                    if displaced is None and first is not None:
+                        put_off, displaced = self._put_off_hint(prediction, _found_at(first),
+                                                                first.impl)
+                if prediction.confident or (displaced is not None and put_off is None):
                     choice, plan = self._predicted_choice(key, geom, listing, check,
                                                           provisional, prediction)
+            elif choice is not None and prediction is not None and put_off is None and \
+                    not prediction.confident and not choice.from_database:
+                # A first choice kept by an earlier process is put off for a
+                # GEMM plan's hint as oneDNN's first candidate is.
+                put_off, displaced = self._put_off_hint(prediction, choice.found_at,
+                                                        choice.impl)
             if choice is None:  # eager tuning too starts from it: the same choice either way
                 choice, plan = self._first_choice(key, geom, listing, check,
                                              provisional and not self.eager)
@@ -489,7 +517,8 @@ class Planner(_Provisional):
                 # hint is tuned away.
                 choice.shortlist = _with_later_forms(frozenset(
                     (tuple(c.variant), c.impl) for c in prediction.shortlist)) | (
-                    {displaced} if displaced is not None and choice.from_database else set())
+                    {displaced} if displaced is not None and (
+                        choice.from_database or put_off is not None) else set())
                 expected = None if choice.found_at is None else prediction.ratio(
                     choice.found_at[0], choice.impl)
                 if put_off is not None:
@@ -506,7 +535,7 @@ class Planner(_Provisional):
                 choice.put_off = put_off
                 choice.tune_after_calls = tuner_rules.PUT_OFF_TUNE_AFTER
                 choice.how += (f"; standing in, for the first calls, for {put_off.impl} "
-                               f"({put_off.how}), whose descriptor is slow to make here")
+                               f"({put_off.how}), put off: {put_off.why}")
             if self.deterministic_on and plan is not None:
                 choice.how += ("; deterministic mode: checked before its first call, never "
                                "tuned, kept for the process")

@@ -92,12 +92,14 @@ NEAR_BEST_WAIT = 3
 #: 1.41 (AVX2), 1.44 to 1.36 (AVX-512 BF16); GEMM hints included it would be
 #: 1.18, 1.19 and 1.23.
 HINT_START_RATIO = 1.1
-#: Calls after which a deconvolution put off for its slow descriptor (see
+#: Calls after which a candidate put off (choice.PutOff) replaces the one that
+#: stood in for it (checked, in a unit paid from the calls' tuning share): a
+#: deconvolution whose descriptor is slow to make (see
 #: defects.slow_deconvolution_descriptors; predicted, or kept in the plan
-#: cache) replaces the direct twin that stood in for it (checked, in a unit
-#: paid from the calls' tuning share): the first ten calls pay no descriptor,
-#: the later ones run the deconvolution (on the 1-D benchmark layer it fuses
-#: the bias, 10-20% faster a call than the twin; its descriptor costs 75 ms).
+#: cache) after its direct twin, the first ten calls paying no descriptor (on
+#: the 1-D benchmark layer the deconvolution fuses the bias, 10-20% faster a
+#: call than the twin; its descriptor costs 75 ms); a GEMM plan's hint that
+#: does not start a layer (hint_put_off) after oneDNN's first choice.
 PUT_OFF_TUNE_AFTER = 10
 #: What names a GEMM plan: mxdeconv's im2col and scatter plans, oneDNN's gemm
 #: convolution.
@@ -112,6 +114,20 @@ def hint_displaces(prediction: plan_db.Prediction, variant: Tuple[Any, ...], imp
     GEMM plan's hint only where oneDNN's first candidate is a GEMM plan too
     (its first call sets the GEMM up either way; see HINT_START_RATIO)."""
     if GEMM_MARK in prediction.choice.impl and GEMM_MARK not in impl:
+        return False
+    expected = prediction.ratio(variant, impl)
+    return expected is None or expected >= HINT_START_RATIO
+
+
+def hint_put_off(prediction: plan_db.Prediction, variant: Tuple[Any, ...], impl: str) -> bool:
+    """Whether a GEMM plan's hint (``prediction``, not confident) that does not
+    start a layer (hint_displaces: oneDNN's first candidate, ``variant`` and
+    ``impl``, is no GEMM plan) should replace that candidate after
+    PUT_OFF_TUNE_AFTER calls: where it would have displaced it but for the
+    GEMM's first-call cost (U-Net 512 -> 256's backward weights, batch 4: 3 ms
+    a training step faster than oneDNN's first choice, which the tuner
+    replaced only after 150-300 steps)."""
+    if GEMM_MARK not in prediction.choice.impl or GEMM_MARK in impl:
         return False
     expected = prediction.ratio(variant, impl)
     return expected is None or expected >= HINT_START_RATIO
@@ -332,9 +348,9 @@ def _put_off_units(geom: DeconvGeometry, first: Choice,
                    candidates: Callable[..., Iterable[Any]],
                    check: Callable[[Any], Optional[str]],
                    warn: Optional[Callable[[Any, DeconvGeometry, str], None]] = None) -> Units:
-    """The candidate put off for its slow descriptor (``first.put_off``, see
-    PUT_OFF_TUNE_AFTER), in one unit: built (its variant alone enumerated:
-    the full enumeration would make every slow descriptor on the way) and
+    """The candidate put off (``first.put_off``, see PUT_OFF_TUNE_AFTER), in
+    one unit: built (its variant alone enumerated: the full enumeration would
+    make every slow descriptor on the way) and
     checked, it replaces the first choice that stood in for it; where it is
     not offered or disagrees, the first choice stays.  Either way the result
     carries the first choice's shortlist, for the tuner that may follow (see
@@ -354,7 +370,7 @@ def _put_off_units(geom: DeconvGeometry, first: Choice,
                 reason = str(error)
             if reason is None:
                 return Choice(candidate.index, first.threads, candidate.impl,
-                              f"{first.put_off.how}, put off for its slow descriptor "
+                              f"{first.put_off.how}, put off ({first.put_off.why}) "
                               f"while {first.impl} ran the first calls",
                               found_at=_found_at(candidate), from_database=True,
                               shortlist=first.shortlist), plan
