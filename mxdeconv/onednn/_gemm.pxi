@@ -424,3 +424,31 @@ cdef GemmForwardPlan build_gemm_forward(Geometry g, geom, Candidate c):
         plan.bias = make_layout(plain_md(g.bias_dims, g.dtype, ROLE_BIAS, 1), ROLE_BIAS,
                                 g.bias_dims)
     return plan
+
+
+# ----------------------------------------------------------------------------
+# The GEMM's one-time set-up
+# ----------------------------------------------------------------------------
+#: The set-up GEMM's size: small (its time is the kernels' generation), and
+#: single-precision, as every GEMM plan's.
+_SET_UP_SIZE = 64
+
+
+def set_gemm_up():
+    """Run one small single-precision GEMM on the calling thread, on one
+    OpenMP thread: a process's first ``dnnl_sgemm`` generates oneDNN's GEMM
+    kernels (once, under ``std::call_once``; about 25 ms on AVX-512), and a
+    GEMM called meanwhile waits for them (see ``onednn.gemm_setup``)."""
+    cdef Py_ssize_t n = _SET_UP_SIZE
+    cdef cnp.ndarray buffers = np.zeros(3 * n * n, dtype=np.float32)
+    cdef float *a = <float *>cnp.PyArray_DATA(buffers)
+    cdef dnnl_status_t status
+    cdef int saved = omp_get_max_threads()
+    omp_set_num_threads(1)
+    try:
+        with nogil:
+            status = dnnl_sgemm(b'N', b'N', n, n, n, 1.0, a, n, a + n * n, n, 0.0,
+                                a + 2 * n * n, n)
+    finally:
+        omp_set_num_threads(saved)
+    check(status, "the GEMM's set-up")

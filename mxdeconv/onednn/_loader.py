@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any, MutableMapping, Optional, Tuple
 
+from .gemm_setup import GemmSetup
+
 
 def _installed_libdnnl() -> Optional[Path]:
     """Where the onednn-cpu-gomp wheel put libdnnl.so.3: ``<prefix>/lib``, else
@@ -100,7 +102,12 @@ extension: Any = None
 ERROR: Optional[str] = None
 #: GNU OpenMP's wait policy in this process, in words (runtime_info()).
 OPENMP_WAIT = "unknown"
+#: The thread that makes oneDNN's GEMM kernels on an idle core (gemm_setup).
+GEMM_SETUP: Optional[GemmSetup] = None
 try:
     extension = load_extension()
 except ImportError as error:
     ERROR = f"the oneDNN extension failed to load: {error}"
+else:
+    GEMM_SETUP = GemmSetup(extension.set_gemm_up)
+    GEMM_SETUP.start(extension.get_num_threads())

@@ -394,11 +394,43 @@ def test_a_hinted_choice_is_kept_and_found_again_by_its_variant(tmp_path, with_d
     assert kept._rebuild(moved, candidates) is None
 
 
+def _gemm_candidate():
+    """A GEMM candidate for the layer that is not oneDNN's first (None: none)."""
+    return next((c for c in _ops.forward_candidates(GEOM, "float32", False, False)
+                 if plans.GEMM_MARK in c.impl and c.index != _first_listed().index
+                 and not c.is_reference), None)
+
+
+@pytest.fixture
+def gemm_kernels(monkeypatch):
+    """Sets whether the process made oneDNN's GEMM kernels at load."""
+    def made(yes):
+        monkeypatch.setattr(plans.core, "gemm_kernels_made", lambda: yes)
+    return made
+
+
+def test_a_gemm_plans_hint_starts_the_layer_where_the_gemm_kernels_were_made(
+        tmp_path, with_database, gemm_kernels):
+    """With oneDNN's GEMM kernels made at load (onednn.gemm_setup), a GEMM
+    plan's first call costs no more than another's: its hint starts the
+    layer as any hint does."""
+    gemm = _gemm_candidate()
+    if gemm is None or plans.GEMM_MARK in _first_listed().impl:
+        pytest.skip("no GEMM candidate after a first choice that is none on this CPU")
+    gemm_kernels(True)
+    choice = _hinted(tmp_path, with_database, gemm)
+    assert choice.how.startswith("hinted by"), choice.how
+    assert choice.put_off is None and (choice.impl, choice.found_at[0]) == (
+        gemm.impl, tuple(gemm.variant))
+
+
 def test_a_gemm_plans_hint_leaves_a_first_choice_that_is_no_gemm_plan(tmp_path,
-                                                                      with_database):
-    """A hint to a GEMM plan (its first call sets the GEMM up and writes a
-    column workspace) leaves oneDNN's first choice running where that is no
-    GEMM plan; the tuner still times the hint."""
+                                                                      with_database,
+                                                                      gemm_kernels):
+    """A hint to a GEMM plan (its first call in a process that did not make
+    oneDNN's GEMM kernels at load makes them) leaves oneDNN's first choice
+    running where that is no GEMM plan; the tuner still times the hint."""
+    gemm_kernels(False)
     if plans.GEMM_MARK in _first_listed().impl:
         pytest.skip("oneDNN's first choice for the layer is a GEMM plan on this CPU")
     gemm = next((c for c in _ops.forward_candidates(GEOM, "float32", False, False)
@@ -412,11 +444,13 @@ def test_a_gemm_plans_hint_leaves_a_first_choice_that_is_no_gemm_plan(tmp_path,
 
 
 def test_a_gemm_plans_hint_replaces_the_first_choice_after_a_few_calls(tmp_path,
-                                                                      with_database):
+                                                                      with_database,
+                                                                      gemm_kernels):
     """The GEMM plan's hint that did not start the layer is put off: after
     PUT_OFF_TUNE_AFTER calls one unit builds and checks it, and it replaces
     oneDNN's first choice, which stays on the shortlist the tuner times later
     (a wrong hint is tuned away); the result is right throughout."""
+    gemm_kernels(False)
     first = _first_listed()
     if plans.GEMM_MARK in first.impl:
         pytest.skip("oneDNN's first choice for the layer is a GEMM plan on this CPU")
@@ -452,7 +486,11 @@ def test_a_gemm_plans_hint_displaces_only_a_gemm_first_choice():
     jit_first = (("any", "any", True, False, ""), "conv:any+jit:avx512_core")
     unrated = plan_db.Prediction(im2col, False, "test")
     assert not tuner.hint_displaces(unrated, *jit_first)
+    assert tuner.hint_put_off(unrated, *jit_first)
+    assert tuner.hint_displaces(unrated, *jit_first, gemm_made=True)
+    assert not tuner.hint_put_off(unrated, *jit_first, gemm_made=True)
     assert tuner.hint_displaces(unrated, *gemm_first)
+    assert not tuner.hint_put_off(unrated, *gemm_first)
     near = plan_db.Prediction(im2col, False, "test", ratios={
         plan_db.Choice(gemm_first[0], gemm_first[1], False): 1.05})
     assert not tuner.hint_displaces(near, *gemm_first)   # within HINT_START_RATIO

@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Optional, Tuple, Union
 
-from .. import cpu_load, kernel_check, plan_db, plan_store
+from .. import _loader, cpu_load, kernel_check, plan_db, plan_store
 from .._loader import extension as _ops
 from . import costs as pass_costs
 from . import kept
@@ -84,6 +84,13 @@ class _Listing:
             self._started = None
             return itertools.chain(() if first is None else (first,), rest)
         return self._candidates(variant)
+
+
+def gemm_kernels_made() -> bool:
+    """Whether this process made oneDNN's GEMM kernels at load (or is making
+    them: onednn.gemm_setup), so that a GEMM plan's first call does not."""
+    setup = _loader.GEMM_SETUP
+    return setup is not None and setup.started
 
 
 def _deconvolution_found(choice: Choice) -> bool:
@@ -384,7 +391,8 @@ class Planner(_Provisional):
         if found is None:
             return None
         if not (suspect is not None and suspect(first)) and \
-                not tuner_rules.hint_displaces(prediction, found[0], first.impl):
+                not tuner_rules.hint_displaces(prediction, found[0], first.impl,
+                                               gemm_kernels_made()):
             return None
         return tuple(found[0]), first.impl
 
@@ -398,7 +406,7 @@ class Planner(_Provisional):
         shortlist names it (tuned beside the hint later: a wrong hint is
         tuned away); (None, None) otherwise."""
         if found is None or prediction.choice.one_thread or \
-                not tuner_rules.hint_put_off(prediction, found[0], impl):
+                not tuner_rules.hint_put_off(prediction, found[0], impl, gemm_kernels_made()):
             return None, None
         return (PutOff(tuple(prediction.choice.variant), prediction.choice.impl,
                        f"hinted by {prediction.source}", False,

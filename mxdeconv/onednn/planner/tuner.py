@@ -80,12 +80,17 @@ NEAR_BEST_WAIT = 3
 #: A new layer starts on the plan database's hint (not confident: tuned later,
 #: beside oneDNN's first choice) instead of oneDNN's first choice where the
 #: hint's nearest layers ran that this many times slower than the hint, or
-#: not near their fastest at all; on a GEMM plan's hint (GEMM_MARK) only where
-#: oneDNN's first choice is a GEMM plan too: a GEMM's first call in a process
-#: sets oneDNN's GEMM kernels up and writes a column workspace (DCGAN
-#: 512 -> 256's first training step took 1.3x longer started on one), paid
-#: either way when the first choice is one (the 1-D layer's backward weights:
-#: its first 100 training steps 8-11% faster started on the hint).
+#: not near their fastest at all.  Unless the process made oneDNN's GEMM
+#: kernels at load (onednn.gemm_setup: not with one thread or one CPU), a GEMM
+#: plan's hint (GEMM_MARK) starts a layer only where oneDNN's first choice is a
+#: GEMM plan too: a process's first GEMM generates those kernels, about 25 ms
+#: (DCGAN 512 -> 256's first training step took 1.3x longer started on one),
+#: paid either way when the first choice is one (the 1-D layer's backward
+#: weights: its first 100 training steps 8-11% faster started on the hint);
+#: elsewhere the hint is put off (hint_put_off).  With the kernels made, a GEMM
+#: hint starts the layer as any hint does: U-Net 512 -> 256's first 10
+#: training steps (batch 4) took 568-577 ms against 618-622 put off, DCGAN
+#: 512 -> 256's 381-404 against 397-434.
 #: Held out of the shipped database's timing tables (``made.held_out``:
 #: first_choice against first_plan), the first plan's time over the
 #: fastest's falls from 1.37 to 1.27 (geomean, AVX-512 with AMX), 1.52 to
@@ -106,28 +111,37 @@ PUT_OFF_TUNE_AFTER = 10
 GEMM_MARK = "gemm"
 
 
-def hint_displaces(prediction: plan_db.Prediction, variant: Tuple[Any, ...], impl: str) -> bool:
+def _gemm_first_call(prediction: plan_db.Prediction, impl: str, gemm_made: bool) -> bool:
+    """Whether starting on ``prediction``'s GEMM plan instead of ``impl``
+    would make a new layer's first call generate oneDNN's GEMM kernels
+    (``gemm_made``: the process made them at load)."""
+    return not gemm_made and GEMM_MARK in prediction.choice.impl and GEMM_MARK not in impl
+
+
+def hint_displaces(prediction: plan_db.Prediction, variant: Tuple[Any, ...], impl: str,
+                   gemm_made: bool = False) -> bool:
     """Whether a hint (``prediction``, not confident) should run from a new
     layer's first call instead of oneDNN's first candidate (``variant``,
     ``impl``): where the hint's nearest layers ran that HINT_START_RATIO
     times the hint's time or slower, or not near their fastest at all; a
-    GEMM plan's hint only where oneDNN's first candidate is a GEMM plan too
-    (its first call sets the GEMM up either way; see HINT_START_RATIO)."""
-    if GEMM_MARK in prediction.choice.impl and GEMM_MARK not in impl:
+    GEMM plan's hint, unless the process made oneDNN's GEMM kernels at load
+    (``gemm_made``), only where oneDNN's first candidate is a GEMM plan too
+    (its first call makes them either way; see HINT_START_RATIO)."""
+    if _gemm_first_call(prediction, impl, gemm_made):
         return False
     expected = prediction.ratio(variant, impl)
     return expected is None or expected >= HINT_START_RATIO
 
 
-def hint_put_off(prediction: plan_db.Prediction, variant: Tuple[Any, ...], impl: str) -> bool:
+def hint_put_off(prediction: plan_db.Prediction, variant: Tuple[Any, ...], impl: str,
+                 gemm_made: bool = False) -> bool:
     """Whether a GEMM plan's hint (``prediction``, not confident) that does not
-    start a layer (hint_displaces: oneDNN's first candidate, ``variant`` and
-    ``impl``, is no GEMM plan) should replace that candidate after
-    PUT_OFF_TUNE_AFTER calls: where it would have displaced it but for the
-    GEMM's first-call cost (U-Net 512 -> 256's backward weights, batch 4: 3 ms
-    a training step faster than oneDNN's first choice, which the tuner
-    replaced only after 150-300 steps)."""
-    if GEMM_MARK not in prediction.choice.impl or GEMM_MARK in impl:
+    start a layer for its first call's cost (hint_displaces) should replace
+    oneDNN's first candidate (``variant``, ``impl``) after PUT_OFF_TUNE_AFTER
+    calls: where it would have displaced it but for that cost (U-Net
+    512 -> 256's backward weights, batch 4: 3 ms a training step faster than
+    oneDNN's first choice, which the tuner replaced only after 150-300 steps)."""
+    if not _gemm_first_call(prediction, impl, gemm_made):
         return False
     expected = prediction.ratio(variant, impl)
     return expected is None or expected >= HINT_START_RATIO
