@@ -462,7 +462,7 @@ def test_a_gemm_plans_hint_replaces_the_first_choice_after_a_few_calls(tmp_path,
     choice = _hinted(tmp_path, with_database, gemm)
     assert choice.put_off is not None and not choice.put_off.final, choice.how
     assert choice.put_off[:2] == (tuple(gemm.variant), gemm.impl)
-    assert "GEMM's first call" in choice.how and choice.impl == first.impl
+    assert "first GEMM generates" in choice.how and choice.impl == first.impl
     assert choice.tune_after_calls == tuner.PUT_OFF_TUNE_AFTER
     assert choice.tuner.step(force=True)  # the put-off unit, paid at once
     replaced = _choice()

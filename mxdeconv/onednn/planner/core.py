@@ -410,8 +410,8 @@ class Planner(_Provisional):
             return None, None
         return (PutOff(tuple(prediction.choice.variant), prediction.choice.impl,
                        f"hinted by {prediction.source}", False,
-                       why="a GEMM's first call in a process sets the GEMM up and writes "
-                           "its column workspace"),
+                       why="a process's first GEMM generates oneDNN's GEMM kernels, "
+                           "about 25 ms, and this one did not make them at load"),
                 (tuple(found[0]), impl))
 
     def _first_choice(self, key: PlanKey, geom: DeconvGeometry,
