@@ -5,6 +5,7 @@ prediction is never a verdict (its plan is checked like any other), and a
 database that does not fit (another CPU, a candidate not offered, junk)
 leaves the planner as it is without one.  The databases here are the tests'
 own; the shipped one is only read."""
+import contextlib
 import dataclasses
 import json
 
@@ -245,18 +246,41 @@ def _hinted(tmp_path, with_database, candidate, near=()):
     return _choice()
 
 
-def test_a_hint_near_the_first_choice_leaves_the_first_plan(tmp_path, with_database):
-    """A far record that ran oneDNN's first choice within HINT_START_RATIO of
-    the hint: the first plan is oneDNN's first correct candidate, and the
-    tuner times only it and the shortlist (the record's candidates), from
-    NEAR_BEST_WAIT times later than a layer the database says nothing of."""
+def _hinted_near_first(tmp_path, with_database):
+    """Plan the layer (tuned from its 4th call) with a far record whose hint
+    ran oneDNN's first choice within HINT_START_RATIO of it: (the hint, the
+    first candidate, the choice)."""
     candidate = _not_first()
     if candidate is None:
         pytest.skip("this CPU offers one candidate for the layer")
     first = _first_listed()
     close = 1 + (plans.tuner.HINT_START_RATIO - 1) / 2
     plans.current_planner().tune_after_calls = 4
-    choice = _hinted(tmp_path, with_database, candidate, near=[(first, close)])
+    return candidate, first, _hinted(tmp_path, with_database, candidate,
+                                     near=[(first, close)])
+
+
+@contextlib.contextmanager
+def _new_process():
+    """A new process on this one's plan cache: a fresh planner on the same
+    store (written out first), no plan cached."""
+    planner = plans.current_planner()
+    planner.store.flush()
+    previous = plans.use_planner(planner.afresh())
+    mxdeconv.clear_cache()
+    try:
+        yield
+    finally:
+        plans.use_planner(previous)
+        mxdeconv.clear_cache()
+
+
+def test_a_hint_near_the_first_choice_leaves_the_first_plan(tmp_path, with_database):
+    """A far record that ran oneDNN's first choice within HINT_START_RATIO of
+    the hint: the first plan is oneDNN's first correct candidate, and the
+    tuner times only it and the shortlist (the record's candidates), from
+    NEAR_BEST_WAIT times later than a layer the database says nothing of."""
+    candidate, first, choice = _hinted_near_first(tmp_path, with_database)
     assert choice.how.startswith("first correct candidate"), choice.how
     assert choice.tune_after_calls == 4 * plans.tuner.NEAR_BEST_WAIT
     assert not choice.confident and choice.tuner is not None
@@ -273,27 +297,14 @@ def test_a_kept_first_choice_is_rated_by_the_database_as_a_new_one_is(tmp_path,
     tuned (it was rated as unknown and tuned from its first call, which made
     a filled cache's first 300 U-Net training steps slower than an empty
     one's)."""
-    candidate = _not_first()
-    if candidate is None:
-        pytest.skip("this CPU offers one candidate for the layer")
-    first = _first_listed()
-    close = 1 + (plans.tuner.HINT_START_RATIO - 1) / 2
-    plans.current_planner().tune_after_calls = 4
-    choice = _hinted(tmp_path, with_database, candidate, near=[(first, close)])
+    _, _, choice = _hinted_near_first(tmp_path, with_database)
     assert choice.how.startswith("first correct candidate"), choice.how
-    planner = plans.current_planner()
-    planner.store.flush()
-    previous = plans.use_planner(planner.afresh())
-    mxdeconv.clear_cache()
-    try:
+    with _new_process():
         _forward()
         again = _choice()
         assert "kept from an earlier run" in again.how, again.how
         assert again.found_at == choice.found_at
         assert again.tune_after_calls == 4 * plans.tuner.NEAR_BEST_WAIT
-    finally:
-        plans.use_planner(previous)
-        mxdeconv.clear_cache()
 
 
 def test_a_hint_naming_a_suspect_first_candidate_runs_it_made_once(
@@ -623,10 +634,7 @@ def test_a_wide_layers_deconvolution_prediction_is_put_off_then_replaces_its_twi
 
     # A new process on the filled cache: a kept deconvolution is put off too,
     # and once it runs it is final (it was tuned).
-    planner = plans.current_planner()
-    previous = plans.use_planner(planner.afresh())
-    mxdeconv.clear_cache()
-    try:
+    with _new_process():
         again = forward()
         if tuned.found_at[0][4] == "":
             assert again.found_at[0][4] != "" and again.put_off is not None
@@ -637,6 +645,3 @@ def test_a_wide_layers_deconvolution_prediction_is_put_off_then_replaces_its_twi
             assert final.how.startswith("kept from an earlier tuning"), final.how
         else:  # the tuner kept a direct convolution: nothing to put off
             assert again.impl == tuned.impl and again.put_off is None
-    finally:
-        plans.use_planner(previous)
-        mxdeconv.clear_cache()
