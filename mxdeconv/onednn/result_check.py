@@ -443,7 +443,7 @@ def backward_data_result(geom: DeconvGeometry, out_grad: np.ndarray, weight: np.
 
 
 # -- backward weights --------------------------------------------------------------
-#: The bias gradient's reference takes |out_grad| this many bytes at a time,
+#: The bias gradient's reference widens out_grad this many bytes at a time,
 #: in one reused buffer (a whole big layer's would be fresh megabytes: on a
 #: lazily backed VM, tens of milliseconds to touch first).
 _ABS_CHUNK_BYTES = 1 << 20
@@ -451,18 +451,25 @@ _ABS_CHUNK_BYTES = 1 << 20
 
 def _channel_sums(values: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     """The float64 sums of ``values`` (N, C, P) and of their magnitudes, per
-    channel C."""
+    channel C.  A chunk of rows at a time is widened to float64 in one reused
+    buffer and summed by BLAS (a matrix-vector product with ones): NumPy's
+    float64 reduction of float32 rows casts through small buffers, twice as
+    slow (U-Net 512 -> 256 at batch 4: 6.6 ms against 3.5).  Any float64
+    summation order is exact enough here (the bias check allows far more)."""
     batch, channels, pixels = values.shape
     rows = values.reshape(batch * channels, pixels)
-    chunk = max(1, _ABS_CHUNK_BYTES // max(1, pixels * rows.itemsize))
-    magnitudes = aligned_empty((min(chunk, len(rows)), pixels), values.dtype)
+    chunk = max(1, _ABS_CHUNK_BYTES // max(1, pixels * 8))
+    wide = aligned_empty((min(chunk, len(rows)), pixels), np.float64)
+    ones = np.ones(pixels)
     sums = np.empty(len(rows))
     abs_sums = np.empty(len(rows))
     for start in range(0, len(rows), chunk):
         part = rows[start:start + chunk]
-        sums[start:start + len(part)] = part.sum(axis=1, dtype=np.float64)
-        np.abs(part, out=magnitudes[:len(part)])
-        abs_sums[start:start + len(part)] = magnitudes[:len(part)].sum(axis=1, dtype=np.float64)
+        room = wide[:len(part)]
+        np.copyto(room, part)
+        np.matmul(room, ones, out=sums[start:start + len(part)])
+        np.abs(room, out=room)
+        np.matmul(room, ones, out=abs_sums[start:start + len(part)])
     return (sums.reshape(batch, channels).sum(axis=0),
             abs_sums.reshape(batch, channels).sum(axis=0))
 
