@@ -14,7 +14,7 @@ import statistics
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Generator, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Generator, Iterable, List, Optional, Sequence, Tuple
 
 from .. import cpu_load, plan_db
 from .._loader import extension as _ops
@@ -51,10 +51,16 @@ MORE_THREADS_MARGIN, MORE_THREADS_MARGIN_S = 0.05, 1e-6
 #: together 25% slower.
 FIRST_CHOICE_MARGIN = 0.05
 #: Before a candidate replaces the first choice, the two are timed again in
-#: turns this many times each (with the refine run, the median decides),
-#: unless the candidate beats every time the first choice ran by more than
-#: CLEAR_WIN: a hiccup slows a run, it never speeds one up by that much.
-DUEL_ROUNDS, CLEAR_WIN = 2, 1.15
+#: this many rounds, each round one unit that runs them back to back; each is
+#: ranked by the median over the rounds of its time over the leader's in the
+#: same round.  Paired so, a slow phase of the machine slows both alike: on a
+#: 2-core virtual machine, phases of some seconds ran every kernel 1.4x
+#: slower with no steal time counted (a DCGAN 512 -> 256 forward at 8.1 or
+#: 11.5 ms a call), and the estimate and refine runs, each in a unit of its
+#: own and calls apart, can fall one in a slow phase and the next in a fast
+#: one: a tuner swapped its first choice for a kernel that, timed in turns,
+#: ran 2% slower.
+DUEL_ROUNDS = 3
 #: How a tuner's measurements mark the first choice it started from.
 FIRST_CHOICE = " (the first choice)"
 #: While a layer pass is tuned on its calls, each call costs on average at most
@@ -297,34 +303,31 @@ def _tuning_units(geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]]
     # to beat (FIRST_CHOICE_MARGIN), so its time must be as precise.
     fastest = timed[0].seconds if timed else math.inf
     refined = [e for e in timed[:REFINE] if e.seconds <= fastest * REFINE_WITHIN]
-    earlier = {id(entry): entry.seconds for entry in timed}   # each one's estimate
     for entry in refined + [e for e in timed if incumbent(e) and e not in refined]:
         with _ops.using_threads(entry.threads):
             entry.seconds = cost(entry.candidate.build())
         yield
     timed.sort(key=rank)
-
-    def clearly_beaten(entry: _Timed) -> bool:
-        best_run = min(entry.seconds, earlier[id(entry)])
-        return rank(timed[0]) * CLEAR_WIN < _ranking((best_run, entry.threads), True)
-
-    # The leader must win again against the first choice (unless it beat its
-    # every run clearly) and against a runner-up within FIRST_CHOICE_MARGIN of
-    # it, all timed in turns: one hiccup in a refine run decides a swap or a
-    # near-tie otherwise.
-    duel = timed[:1] + [e for e in timed[1:] if incumbent(e) and not clearly_beaten(e)]
+    # The leader must win again against the first choice and against a
+    # runner-up within FIRST_CHOICE_MARGIN of it, timed in turns (DUEL_ROUNDS):
+    # one hiccup in a refine run, or a slow phase of the machine, decides a
+    # swap or a near-tie otherwise.
+    duel = timed[:1] + [e for e in timed[1:] if incumbent(e)]
     if len(timed) > 1 and timed[1] not in duel and \
             rank(timed[1]) <= rank(timed[0]) * (1 + FIRST_CHOICE_MARGIN):
         duel.append(timed[1])
     if len(duel) > 1:
-        runs = [[entry.seconds] for entry in duel]
-        for _ in range(DUEL_ROUNDS):
-            for entry, times in zip(duel, runs):
+        rounds: List[List[float]] = []   # per round, each duelist's time
+        for round_ in range(DUEL_ROUNDS):
+            this_round: Dict[int, float] = {}
+            for entry in (duel if round_ % 2 == 0 else duel[::-1]):  # neither always first
                 with _ops.using_threads(entry.threads):
-                    times.append(cost(entry.candidate.build()))
-                yield
-        for entry, times in zip(duel, runs):
-            entry.seconds = statistics.median(times)
+                    this_round[id(entry)] = cost(entry.candidate.build())
+            rounds.append([this_round[id(entry)] for entry in duel])
+            yield
+        leader = statistics.median(row[0] for row in rounds)
+        for position, entry in enumerate(duel):
+            entry.seconds = leader * statistics.median(row[position] / row[0] for row in rounds)
         timed.sort(key=rank)
     measured = [Measured(repr(e.candidate) + (FIRST_CHOICE if incumbent(e) else ""),
                          e.threads, e.seconds) for e in timed]
