@@ -21,7 +21,7 @@ from mxdeconv.onednn._loader import extension as _ops
 from mxdeconv.semantics import deconv_numpy
 from mxdeconv.semantics.attributes import infer_geometry, parse_params
 from helpers import planner_afresh
-from planted import WrongCandidate
+from planted import WrongCandidate, WrongPlan
 
 PARAMS = dict(kernel=(3, 3), stride=(2, 2), pad=(1, 1), num_filter=8, no_bias=False)
 SHAPE = (2, 8, 5, 5)
@@ -403,6 +403,40 @@ def test_a_hinted_choice_is_kept_and_found_again_by_its_variant(tmp_path, with_d
     assert kept._kept_choice(dict(entry, from_database="yes"), GEOM) is None
     moved = dataclasses.replace(again, found_at=(again.found_at[0], "elsewhere"))
     assert kept._rebuild(moved, candidates) is None
+
+
+def test_eager_tuning_from_a_kept_hint_checks_the_candidate_at_its_index(tmp_path,
+                                                                         with_database,
+                                                                         monkeypatch):
+    """A hint kept by an earlier process keeps its variant's index, not the
+    full enumeration's: a new process that tunes it at once (eager) must not
+    take the candidate standing at that index in the enumeration as checked.
+    That candidate here (oneDNN's first) computes a wrong bias and is timed
+    fastest: the check refuses it with a warning, and the results are right.
+    (The kept hint's index was passed as the checked one's, so the wrong
+    candidate won unchecked, and was kept as tuned.)"""
+    candidate = _not_first()
+    if candidate is None:
+        pytest.skip("this CPU offers one candidate for the layer")
+    first = _first_listed()
+    in_variant = _ops.forward_candidates(GEOM, "float32", False, False,
+                                         variant=tuple(candidate.variant))
+    if not any(c.impl == candidate.impl and c.index == first.index for c in in_variant):
+        pytest.skip("the hint's index in its variant is not oneDNN's first candidate's")
+    choice = _hinted(tmp_path, with_database, candidate)
+    assert choice.from_database and not choice.confident, choice.how
+    _plant_wrong(monkeypatch, _named_as(first))
+    timed = plans.core._forward_cost
+    monkeypatch.setattr(plans.core, "_forward_cost", lambda costs, plan, *args: 1e-6
+                        if isinstance(plan, WrongPlan) else timed(costs, plan, *args))
+    with _new_process():
+        plans.current_planner().set_eager_tuning(True)
+        with pytest.warns(KernelDefectWarning):
+            _forward(1)  # compares the result with the NumPy path
+        _forward(2)
+        tuned = _choice()
+        assert "kept from an earlier run" not in tuned.how and tuned.tuner is None, tuned.how
+        assert any(m.verdict.startswith("rejected") for m in tuned.measured), tuned.measured
 
 
 def _gemm_candidate():

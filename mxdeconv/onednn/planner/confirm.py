@@ -108,7 +108,7 @@ class _Provisional:
                 kept._keep(self.store, key, geom, choice, False)
                 if self.eager:
                     tuned, tuned_plan = self._tuned_now(key, geom, candidates, check, costs,
-                                                        cost, [(choice.index, choice.threads)])
+                                                        cost, choice)
                     if tuned_plan is not None:
                         choice = dataclasses.replace(tuned, key=key)
                 else:

@@ -278,9 +278,8 @@ class Planner(_Provisional):
                                                       warn=self._warn),
                            handed_on, first.tune_after_calls)
         else:
-            # A database's candidate has no index in the full enumeration: the
-            # tuner checks it like any other, if it wins.
-            agreed = [] if first.from_database else [(first.index, first.threads)]
+            # A database's candidate is named by its variant and layouts.
+            agreed = tuner_rules.checked_as(first)
             if first.rivals is not None:
                 rivals = first.rivals  # the kept choice re-validated beside these
                 candidates = _narrowed(candidates, lambda c: repr(c) in rivals, first.index)
@@ -294,9 +293,9 @@ class Planner(_Provisional):
                               f"layers in the database ran within "
                               f"{plan_db.SHORTLIST_RATIO - 1:.0%} of their fastest")
             tuner = _Tuner(_watched(_tuning_units(geom, candidates, check, costs, cost,
-                                                  agreed=agreed,
                                                   warn=self._warn,
-                                                  tuning=lambda: self.tuning_on), load),
+                                                  tuning=lambda: self.tuning_on, **agreed),
+                                    load),
                            settle, first.tune_after_calls)
         with self.tuners_lock:
             self.tuners[key] = tuner
@@ -443,15 +442,14 @@ class Planner(_Provisional):
     def _tuned_now(self, key: PlanKey, geom: DeconvGeometry,
                    candidates: Callable[..., Iterable[Any]],
                    check: Callable[[Any], Optional[str]], costs: "_Costs",
-                   cost: Callable[[Any], float],
-                   agreed: Iterable[Tuple[Optional[int], int]] = ()
-                   ) -> Tuple[Choice, Any]:
-        """Eager tuning: all the tuner's units at once, the choice kept on disk
-        (as tuned unless other processes loaded the CPUs meanwhile)."""
+                   cost: Callable[[Any], float], first: Choice) -> Tuple[Choice, Any]:
+        """Eager tuning from ``first`` (checked): all the tuner's units at once,
+        the choice kept on disk (as tuned unless other processes loaded the
+        CPUs meanwhile)."""
         load = cpu_load.ForeignLoad(team=key.threads)
-        choice, plan = _to_the_end(_watched(_tuning_units(geom, candidates, check, costs, cost,
-                                                          agreed, warn=self._warn,
-                                                          tuning=lambda: self.tuning_on), load))
+        choice, plan = _to_the_end(_watched(_tuning_units(
+            geom, candidates, check, costs, cost, warn=self._warn,
+            tuning=lambda: self.tuning_on, **tuner_rules.checked_as(first)), load))
         if plan is not None:
             kept._keep(self.store, key, geom, choice, not _loaded(choice, load))
         return choice, plan
@@ -553,10 +551,9 @@ class Planner(_Provisional):
                 # kept as a tuned choice: never tuned
                 kept._keep(self.store, key, geom, choice, True)
             elif self.tuning_on and plan is not None and not tuned:
-                agreed = [(choice.index, choice.threads)]
                 if self.eager:  # tune from the first choice now
                     tuned_choice, tuned_plan = self._tuned_now(key, geom, candidates, check, costs,
-                                                          cost, agreed)
+                                                               cost, choice)
                     if tuned_plan is not None:
                         choice, plan = tuned_choice, tuned_plan
                 else:

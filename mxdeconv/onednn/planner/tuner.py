@@ -238,14 +238,18 @@ def _tuning_units(geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]]
                   cost: Callable[[Any], float],
                   agreed: Iterable[Tuple[Optional[int], int]] = (),
                   warn: Optional[Callable[[Any, DeconvGeometry, str], None]] = None,
-                  tuning: Callable[[], bool] = lambda: True) -> Units:
+                  tuning: Callable[[], bool] = lambda: True,
+                  agreed_at: Iterable[Tuple[Any, str, int]] = ()) -> Units:
     """The tuner, as units of work with a yield after each (one candidate built
     and estimated, one estimate refined, one plan checked), so that it can run
     all at once or spread over a layer's calls; returns the choice and its plan.
 
     Every candidate is estimated within the bound (the faster of two runs
     each), the fastest few are timed again precisely, then checked fastest
-    first; ``agreed`` lists (candidate index, threads) already checked.  The
+    first; ``agreed`` lists (candidate index, threads) already checked, and
+    ``agreed_at`` (where found, implementation, threads) those named by their
+    variant and layouts (a plan database's choice, whose index is its
+    variant's: see :func:`checked_as`).  The
     bound counts only the units' own time, not what runs between them.
 
     No plan outlives the unit that built it: oneDNN's library-managed
@@ -260,7 +264,11 @@ def _tuning_units(geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]]
     timed: List[_Timed] = []
     rejected: List[Tuple[str, str]] = []
     options = _thread_options(geom, tuning())
-    agreed = set(agreed)
+    agreed, agreed_at = set(agreed), set(agreed_at)
+
+    def was_checked(candidate: Any, threads: int) -> bool:
+        return (candidate.index, threads) in agreed or \
+            (_found_at(candidate), candidate.impl, threads) in agreed_at
     costs.precise = False
     share = None  # each thread count gets an equal part of the bound
     for threads in options:
@@ -292,7 +300,7 @@ def _tuning_units(geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]]
                 timed.append(_Timed(seconds, threads, candidate))
             yield
     def incumbent(entry: _Timed) -> bool:
-        return (entry.candidate.index, entry.threads) in agreed
+        return was_checked(entry.candidate, entry.threads)
 
     def rank(entry: _Timed) -> float:
         return _ranking((entry.seconds, entry.threads), incumbent(entry))
@@ -337,7 +345,7 @@ def _tuning_units(geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]]
         with _ops.using_threads(threads):
             try:
                 plan = candidate.build()
-                reason = None if (candidate.index, threads) in agreed else check(plan)
+                reason = None if was_checked(candidate, threads) else check(plan)
             except MXNetError as error:
                 reason = str(error)
         if reason is None:
@@ -420,6 +428,18 @@ def _loaded(choice: Choice, load: cpu_load.ForeignLoad) -> bool:
     choice.how += (f" (while other processes took {load.share():.0%} of the CPUs: kept for "
                    "this process, tuned again in the next)")
     return True
+
+
+def checked_as(choice: Choice) -> Dict[str, List[Any]]:
+    """How :func:`_tuning_units` names ``choice`` as already checked: by its
+    index, or, for a plan database's choice (its index is its variant's, and
+    another candidate stands at that index in the full enumeration), by where
+    it is found and its implementation."""
+    if not choice.from_database:
+        return {"agreed": [(choice.index, choice.threads)], "agreed_at": []}
+    if choice.found_at is None:
+        return {"agreed": [], "agreed_at": []}
+    return {"agreed": [], "agreed_at": [(choice.found_at, choice.impl, choice.threads)]}
 
 
 def _to_the_end(units: Units) -> Tuple[Choice, Any]:
