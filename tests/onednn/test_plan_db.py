@@ -17,6 +17,7 @@ from mxdeconv import KernelDefectWarning, nd
 from mxdeconv.onednn import plan_db
 from mxdeconv.onednn import planner as plans
 from mxdeconv.onednn.planner import confirm, kept, tuner
+from mxdeconv.onednn.planner.choice import _found_at
 from mxdeconv.onednn._loader import extension as _ops
 from mxdeconv.semantics import deconv_numpy
 from mxdeconv.semantics.attributes import infer_geometry, parse_params
@@ -119,6 +120,29 @@ def test_the_layer_itself_is_predicted_confidently_and_never_tuned(tmp_path, wit
     assert choice.confident and choice.tuner is None and plans.pending() == 0
     entry = plans.current_planner().store.get(plans._store_key(choice.key, GEOM))
     assert entry["tuned"] is True and entry["impl"] == candidate.impl  # kept: never tuned
+
+
+def test_a_confident_prediction_re_validated_stays_the_databases_candidate(tmp_path,
+                                                                             with_database):
+    """A new process that re-validates a confident prediction kept in the plan
+    cache times the database's candidate itself (found by its variant), not
+    the candidate at its index in the full enumeration (its index is its
+    variant's): the tuning ends on the same candidate."""
+    candidate = _not_first()
+    if candidate is None:
+        pytest.skip("this CPU offers one candidate for the layer")
+    with_database(_database(tmp_path, [_record(candidate)]))
+    _forward()
+    assert _choice().confident
+    with _new_process():
+        plans.current_planner().revalidate_every = 1  # this start re-validates
+        _forward(1)
+        assert "re-validated" in _choice().how, _choice().how
+        plans.finish_tuning()
+        _forward(2)
+        settled = _choice()
+        assert settled.tuner is None
+        assert (settled.impl, settled.found_at) == (candidate.impl, _found_at(candidate))
 
 
 def test_a_prediction_is_checked_like_any_plan(tmp_path, with_database, monkeypatch):

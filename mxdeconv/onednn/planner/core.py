@@ -99,11 +99,18 @@ def _deconvolution_found(choice: Choice) -> bool:
 
 
 def _narrowed(candidates: Callable[..., Iterable[Any]], keeps: Callable[[Any], bool],
-              first: Optional[int]) -> Callable[..., Iterable[Any]]:
-    """``candidates`` narrowed to those ``keeps`` names and the candidate at
-    index ``first`` (the one to beat)."""
+              first: Choice) -> Callable[..., Iterable[Any]]:
+    """``candidates`` narrowed to those ``keeps`` names and ``first``'s (the
+    one to beat: found by its index, or a database's choice by where it is
+    found, its index being its variant's)."""
+    def is_first(candidate: Any) -> bool:
+        if first.from_database:
+            return first.found_at is not None and candidate.impl == first.impl and \
+                _found_at(candidate) == first.found_at
+        return candidate.index == first.index
+
     def narrowed(variant: Optional[tuple] = None) -> Iterable[Any]:
-        return (c for c in candidates(variant) if c.index == first or keeps(c))
+        return (c for c in candidates(variant) if is_first(c) or keeps(c))
     return narrowed
 
 
@@ -282,13 +289,12 @@ class Planner(_Provisional):
             agreed = tuner_rules.checked_as(first)
             if first.rivals is not None:
                 rivals = first.rivals  # the kept choice re-validated beside these
-                candidates = _narrowed(candidates, lambda c: repr(c) in rivals, first.index)
+                candidates = _narrowed(candidates, lambda c: repr(c) in rivals, first)
             if first.shortlist is not None:
                 shortlist = first.shortlist
                 candidates = _narrowed(
                     candidates,
-                    lambda c: (tuple(getattr(c, "variant", ())), c.impl) in shortlist,
-                    None if first.from_database else first.index)
+                    lambda c: (tuple(getattr(c, "variant", ())), c.impl) in shortlist, first)
                 first.how += (f" among the {len(first.shortlist)} candidates its nearest "
                               f"layers in the database ran within "
                               f"{plan_db.SHORTLIST_RATIO - 1:.0%} of their fastest")
