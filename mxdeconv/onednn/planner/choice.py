@@ -122,7 +122,10 @@ def _found_at(candidate: Any) -> Optional[Tuple[Tuple[Any, ...], str]]:
 
 
 def _same(one: Choice, other: Choice) -> bool:
-    return (one.index, one.threads, one.impl) == (other.index, other.threads, other.impl)
+    """Whether two choices name the same candidate: a database's choice's index
+    is its variant's, so where it is found counts too."""
+    return (one.index, one.threads, one.impl, one.found_at, one.from_database) == \
+        (other.index, other.threads, other.impl, other.found_at, other.from_database)
 
 
 def settled(plan: Any) -> bool:
