@@ -269,6 +269,7 @@ def _tuning_units(geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]]
     def was_checked(candidate: Any, threads: int) -> bool:
         return (candidate.index, threads) in agreed or \
             (_found_at(candidate), candidate.impl, threads) in agreed_at
+
     costs.precise = False
     share = None  # each thread count gets an equal part of the bound
     for threads in options:
