@@ -371,9 +371,8 @@ def test_only_plausible_winners_are_refined_and_a_clear_win_is_confirmed(monkeyp
 
 
 class _Phases(_Timed):
-    """A candidate on a machine with slow phases: its runs are slow while the
-    shared phase counter says so (another machine's work on the same
-    physical cores), whoever runs them."""
+    """A candidate on a machine whose speed changes in phases: its runs are
+    slow while the shared phase flag says so, whoever runs them."""
 
     def __init__(self, index, seconds, phases):
         super().__init__(index, seconds)

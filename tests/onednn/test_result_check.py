@@ -489,9 +489,9 @@ def test_one_kernel_tap_of_the_weight_gradient_wrong(name):
 @pytest.mark.parametrize("name", ["3d", "groups4", "dcgan_b8"])
 def test_the_columns_products_over_chunks_of_taps_agree(monkeypatch, name):
     """The sampled columns' references are products over a chunk of taps at
-    a time: whatever the chunk (one tap, three, which divides no kernel here,
-    or every tap), a correct gradient passes and a last tap off by 1% is found
-    in as many sampled values."""
+    a time: whatever the chunk (one tap; three, which leaves a shorter last
+    chunk of the 3-D and DCGAN kernels; every tap), a correct gradient passes
+    and a last tap off by 1% is found in as many sampled values."""
     c = case(name)
     weight_grad = _copy(c.weight_grad)
     last = (slice(None), slice(None)) + (-1,) * c.geom.param.ndim
