@@ -496,8 +496,11 @@ def _tap_windows(geom: DeconvGeometry, out_grad: np.ndarray) -> np.ndarray:
     canvas = aligned_empty((batch,) + tuple(before + n + after for before, n, after in
                                             zip(lead, geom.spatial_out, trail)) + (channels,),
                            out_grad.dtype)
-    if any(lead) or any(trail):
-        canvas.fill(0)
+    for axis, (before, n) in enumerate(zip(lead, geom.spatial_out)):  # zero the borders
+        border = [slice(None)] * canvas.ndim
+        for part in (slice(0, before), slice(before + n, None)):
+            border[1 + axis] = part
+            canvas[tuple(border)] = 0
     inside = tuple(slice(before, before + n) for before, n in zip(lead, geom.spatial_out))
     np.copyto(canvas[(slice(None),) + inside], np.moveaxis(out_grad, 1, -1))
     offset = [lead[a] - geom.pad_l[a] for a in range(param.ndim)]  # >= 0

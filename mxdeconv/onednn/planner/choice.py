@@ -121,6 +121,13 @@ def _found_at(candidate: Any) -> Optional[Tuple[Tuple[Any, ...], str]]:
     return None if variant is None else (variant, str(candidate.layouts))
 
 
+def _found_as(candidate: Any, choice: Choice) -> bool:
+    """Whether ``candidate`` is the one ``choice`` names by where it is found
+    (its variant and layouts) and its implementation."""
+    return choice.found_at is not None and candidate.impl == choice.impl and \
+        _found_at(candidate) == choice.found_at
+
+
 def _same(one: Choice, other: Choice) -> bool:
     """Whether two choices name the same candidate: a database's choice's index
     is its variant's, so where it is found counts too."""

@@ -18,7 +18,7 @@ from .._loader import extension as _ops
 from . import costs as pass_costs
 from . import kept
 from . import tuner as tuner_rules
-from .choice import BackwardPlans, Choice, PutOff, Unavailable, _found_at, _same
+from .choice import BackwardPlans, Choice, PutOff, Unavailable, _found_as, _found_at, _same
 from .confirm import _Provisional
 from .costs import _backward_weights_cost, _Costs, _forward_cost
 from .defects import (_known_defective, _known_suspect, _warn, deconvolution_family,
@@ -104,10 +104,8 @@ def _narrowed(candidates: Callable[..., Iterable[Any]], keeps: Callable[[Any], b
     one to beat: found by its index, or a database's choice by where it is
     found, its index being its variant's)."""
     def is_first(candidate: Any) -> bool:
-        if first.from_database:
-            return first.found_at is not None and candidate.impl == first.impl and \
-                _found_at(candidate) == first.found_at
-        return candidate.index == first.index
+        return _found_as(candidate, first) if first.from_database else \
+            candidate.index == first.index
 
     def narrowed(variant: Optional[tuple] = None) -> Iterable[Any]:
         return (c for c in candidates(variant) if is_first(c) or keeps(c))

@@ -11,7 +11,7 @@ from typing import Any, Callable, Dict, FrozenSet, Iterable, Optional, Tuple
 from .. import kernel_check, plan_store
 from .._loader import extension as _ops
 from . import tuner
-from .choice import Choice, Measured, _found_at
+from .choice import Choice, Measured, _found_as, _found_at
 from .keys import PlanKey
 from mxdeconv._core.errors import MXNetError
 from mxdeconv.semantics.attributes import DeconvGeometry
@@ -36,7 +36,7 @@ def _rebuilt(choice: Choice, candidates: Callable[..., Iterable[Any]]) -> Tuple[
     with _ops.using_threads(choice.threads):
         if choice.found_at is not None:
             for candidate in candidates(choice.found_at[0]):
-                if candidate.impl == choice.impl and _found_at(candidate) == choice.found_at:
+                if _found_as(candidate, choice):
                     return candidate, candidate.build()
         if choice.from_database:  # its index is its variant's, not the enumeration's
             return None, None

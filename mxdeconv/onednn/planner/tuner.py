@@ -328,11 +328,13 @@ def _tuning_units(geom: DeconvGeometry, candidates: Callable[..., Iterable[Any]]
     if len(duel) > 1:
         rounds: List[List[float]] = []   # per round, each duelist's time
         for round_ in range(DUEL_ROUNDS):
-            this_round: Dict[int, float] = {}
-            for entry in (duel if round_ % 2 == 0 else duel[::-1]):  # neither always first
+            row = [0.0] * len(duel)
+            order = range(len(duel)) if round_ % 2 == 0 else reversed(range(len(duel)))
+            for position in order:  # neither always first
+                entry = duel[position]
                 with _ops.using_threads(entry.threads):
-                    this_round[id(entry)] = cost(entry.candidate.build())
-            rounds.append([this_round[id(entry)] for entry in duel])
+                    row[position] = cost(entry.candidate.build())
+            rounds.append(row)
             yield
         leader = statistics.median(row[0] for row in rounds)
         for position, entry in enumerate(duel):
