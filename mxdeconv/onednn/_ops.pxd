@@ -144,11 +144,20 @@ cdef class GemmBackwardWeightsPlan(BackwardWeightsPlan):
     cdef bint weights_plain   # diff_weights in MXNet's layout, else transposed
 
 
+cdef class GemmBackwardDataPlan(BackwardDataPlan):
+    cdef TapGather taps
+    cdef readonly Py_ssize_t images, chunk   # images per GEMM (the last may have fewer)
+
+
 cdef class GemmForwardPlan(ForwardPlan):
     cdef TapGather taps
     cdef readonly Py_ssize_t images
 
 
+cdef bint gemm_pair(BackwardDataPlan data, BackwardWeightsPlan weights)
+cdef int run_gemm_backward(GemmBackwardDataPlan data, GemmBackwardWeightsPlan weights,
+                           void *diff_dst, void *weight, void *diff_src, void *src,
+                           void *diff_weights, void *diff_bias) except -1
 cdef ThreadState thread_state()
 cdef int enter_threads(int threads)
 cdef void leave_threads(int ambient)

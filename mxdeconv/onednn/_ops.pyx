@@ -23,7 +23,7 @@ import numpy as np
 cimport numpy as cnp
 from cpython.object cimport PyObject
 from cython.parallel cimport prange
-from libc.string cimport memcpy, memset
+from libc.string cimport memcmp, memcpy, memset
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 
 from ._dnnl cimport *

@@ -350,19 +350,25 @@ def forward_candidates(geom, str dtype, bint training, bint accumulate, act_type
 
 def _own_candidates(str which, geom, str dtype, bint training, variant):
     """mxdeconv's plans of pass ``which`` ("forward", without req=add's sum or
-    an activation, or "backward_weights"): its GEMM plan (backward weights:
-    transposed, then in MXNet's layout), then the sub-grid's; those of
-    ``variant`` alone when it is given."""
-    gemms = ((GEMM_FORWARD_VARIANT, lambda: gemm_forward_candidate(geom, dtype)),) \
-        if which == "forward" else (
-            (GEMM_VARIANT, lambda: gemm_backward_weights_candidate(geom, dtype)),
-            (GEMM_PLAIN_VARIANT, lambda: gemm_backward_weights_candidate(geom, dtype, True)))
+    an activation, "backward_data" or "backward_weights"): its GEMM plan
+    (backward weights: transposed, then in MXNet's layout), then the
+    sub-grid's (not of the backward data); those of ``variant`` alone when it
+    is given."""
+    if which == "forward":
+        gemms = ((GEMM_FORWARD_VARIANT, lambda: gemm_forward_candidate(geom, dtype)),)
+    elif which == "backward_data":
+        gemms = ((GEMM_PLAIN_VARIANT, lambda: gemm_backward_data_candidate(geom, dtype)),)
+    else:
+        gemms = ((GEMM_VARIANT, lambda: gemm_backward_weights_candidate(geom, dtype)),
+                 (GEMM_PLAIN_VARIANT,
+                  lambda: gemm_backward_weights_candidate(geom, dtype, True)))
     for gemm_variant, make_gemm in gemms:
         if variant is None or tuple(variant) == gemm_variant:
             gemm = make_gemm()
             if gemm is not None:
                 yield gemm
-    yield from subgrid_candidates(which, geom, dtype, training, variant)
+    if which != "backward_data":
+        yield from subgrid_candidates(which, geom, dtype, training, variant)
 
 
 #: oneDNN's convolution-based deconvolution (``ref_deconvolution``: a backward-
@@ -536,7 +542,8 @@ def backward_data_candidates(geom, str dtype, variant=None, ForwardHints hints=N
 
     return _enumerate(make_pd, lambda c: build_backward_data(g, c),
                       _variants(False, direct=DIRECT_BACKWARD_DATA, direct_first=direct_first),
-                      only=variant)
+                      only=variant,
+                      own=_own_candidates("backward_data", geom, dtype, False, variant))
 
 
 cdef BackwardDataPlan build_backward_data(Geometry g, Candidate c):

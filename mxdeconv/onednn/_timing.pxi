@@ -130,6 +130,23 @@ cdef list time_backward_weights_run(BackwardWeightsPlan plan, int repeats):
     return times
 
 
+cdef list time_backward_data_run(BackwardDataPlan plan, int repeats):
+    """Per-run seconds of a backward-data plan's run() on written buffers
+    (as time_forward_run)."""
+    cdef cnp.ndarray diff_dst = touched_bytes(plan.diff_dst.desc.size + 64, 0)
+    cdef cnp.ndarray weights = touched_bytes(plan.weights.desc.size + 64, 1)
+    cdef cnp.ndarray diff_src = touched_bytes(plan.diff_src.desc.size + 64, 2)
+    cdef double start
+    cdef int i
+    times = []
+    for i in range(repeats + 1):  # the first: warm-up (the workspace's first touch)
+        start = now()
+        plan.run(data_ptr(diff_dst), data_ptr(weights), data_ptr(diff_src))
+        if i:
+            times.append(now() - start)
+    return times
+
+
 def time_reorder(MemoryDesc src, MemoryDesc dst, int repeats=5):
     """Per-call seconds of the reorder ``src`` -> ``dst`` as a call pays it:
     the same steps as ``reordered()`` (a cache lookup, a fresh target buffer,
@@ -171,6 +188,8 @@ def bench_raw(plan, int repeats=10):
         return time_forward_run(plan, repeats)
     if isinstance(plan, (GemmBackwardWeightsPlan, SubgridBackwardWeightsPlan)):
         return time_backward_weights_run(plan, repeats)
+    if isinstance(plan, GemmBackwardDataPlan):
+        return time_backward_data_run(plan, repeats)
     if isinstance(plan, ForwardPlan):
         fwd = plan
         descs = [fwd.src.desc, fwd.weights.desc]

@@ -96,6 +96,9 @@ class Prediction:
     shortlist: FrozenSet[Choice] = frozenset()
     #: Each candidate the nearest records name: its expected time over the best's.
     ratios: Dict[Choice, float] = field(default_factory=dict)
+    #: (variant, implementation) of every candidate any record of the layer's
+    #: group names: what the database measured for this pass at all.
+    named: FrozenSet[Tuple[Tuple[Any, ...], str]] = frozenset()
 
     def ratio(self, variant: Tuple[Any, ...], impl: str) -> Optional[float]:
         """The expected time over the best's of a candidate (either thread
@@ -323,6 +326,7 @@ class PlanDatabase:
         candidates = self._group((family, layer.what, layer.dtype, layer.training, layer.ndim))
         if not candidates:
             return None
+        named = frozenset((tuple(c.variant), c.impl) for r in candidates for c in r.near)
         point = features(geom, threads)
         ranked = sorted(candidates, key=lambda r: _distance(point, r.features))[:NEIGHBOURS]
         distances = [_distance(point, r.features) for r in ranked]
@@ -330,7 +334,7 @@ class PlanDatabase:
         if distances[0] == 0.0:
             nearest = ranked[0]
             return Prediction(nearest.choice, True, f"{where}: this layer",
-                              _shortlist([nearest], nearest.choice), dict(nearest.near))
+                              _shortlist([nearest], nearest.choice), dict(nearest.near), named)
         weights = [1.0 / (WEIGHT_OFFSET + d) for d in distances]
 
         def score(choice: Choice) -> float:  # a weighted mean of log relative times
@@ -345,7 +349,7 @@ class PlanDatabase:
                 f"{distances[0]:.2f} to {distances[-1]:.2f})")
         total = sum(weights)
         ratios = {c: math.exp(score(c) / total) for c in {c for r in ranked for c in r.near}}
-        return Prediction(best, confident, what, _shortlist(ranked, best), ratios)
+        return Prediction(best, confident, what, _shortlist(ranked, best), ratios, named)
 
 
 def _shortlist(records: Sequence[_Record], best: Choice) -> FrozenSet[Choice]:

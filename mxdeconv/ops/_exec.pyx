@@ -20,8 +20,8 @@ cimport numpy as cnp
 
 from mxdeconv.onednn._ops cimport (
     BackwardDataPlan, BackwardWeightsPlan, ForwardPlan, Layout, MemoryDesc, data_ptr,
-    enter_threads, leave_threads, new_buffer, new_plain_array, plain_view, reordered, run_reorder,
-    thread_state)
+    enter_threads, gemm_pair, leave_threads, new_buffer, new_plain_array, plain_view, reordered,
+    run_gemm_backward, run_reorder, thread_state)
 from mxdeconv._core.errors import MXNetError
 from . import registry
 from mxdeconv.autograd import tape
@@ -206,14 +206,19 @@ cdef tuple run_backward(BackwardDataPlan data_plan, BackwardWeightsPlan weights_
     three("needed", needed)
     results = [None, None, None]
     diff_dst = None
+    # Two GEMM plans of a layer share each chunk's im2col matrix: one run.
+    cdef bint paired = needed[0] and (needed[1] or needed[2]) and \
+        gemm_pair(data_plan, weights_plan)
     try:
         if needed[0]:
             ambient = enter_threads(data_plan.threads)
             diff_dst = input_buffer(out_grad, data_plan.diff_dst, "out_grad")
             diff_src = make_output(data_plan.diff_src, grads[0], accumulate[0], False, False)
             weight_buf = weight_buffer(weight, data_plan.weights, True)
-            data_plan.run(data_ptr(diff_dst), data_ptr(weight_buf), data_ptr(diff_src.buffer))
-            results[0] = finish_output(diff_src)
+            if not paired:
+                data_plan.run(data_ptr(diff_dst), data_ptr(weight_buf),
+                              data_ptr(diff_src.buffer))
+                results[0] = finish_output(diff_src)
         if needed[1] or needed[2]:
             previous = enter_threads(weights_plan.threads)
             if ambient < 0:
@@ -230,9 +235,16 @@ cdef tuple run_backward(BackwardDataPlan data_plan, BackwardWeightsPlan weights_
                                         grads[2] if needed[2] else None, accumulate[2], False,
                                         True)
                 bias_target = diff_bias.buffer
-            weights_plan.run(data_ptr(src_buf), data_ptr(diff_dst),
-                             data_ptr(diff_weights.buffer),
-                             NULL if bias_target is None else data_ptr(bias_target))
+            if paired:
+                run_gemm_backward(data_plan, weights_plan, data_ptr(diff_dst),
+                                  data_ptr(weight_buf), data_ptr(diff_src.buffer),
+                                  data_ptr(src_buf), data_ptr(diff_weights.buffer),
+                                  NULL if bias_target is None else data_ptr(bias_target))
+                results[0] = finish_output(diff_src)
+            else:
+                weights_plan.run(data_ptr(src_buf), data_ptr(diff_dst),
+                                 data_ptr(diff_weights.buffer),
+                                 NULL if bias_target is None else data_ptr(bias_target))
             if needed[1]:
                 results[1] = finish_output(diff_weights)
             if needed[2] and weights_plan.diff_bias is not None:

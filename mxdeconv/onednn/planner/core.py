@@ -45,16 +45,22 @@ def _flag(setter: str, enabled: Any) -> bool:
     return enabled
 
 
-def _with_later_forms(shortlist: FrozenSet[Tuple[Tuple[Any, ...], str]]
+def _with_later_forms(shortlist: FrozenSet[Tuple[Tuple[Any, ...], str]],
+                      prediction: Optional[plan_db.Prediction] = None, what: str = ""
                       ) -> FrozenSet[Tuple[Tuple[Any, ...], str]]:
-    """``shortlist`` (variant, impl) pairs, and with the GEMM backward weights
-    its form that writes MXNet's layout at once: the database was tuned before
-    that form existed, and the tuner should weigh it wherever the other one
-    ran well (the two differ only in the GEMM's orientation and a reorder)."""
-    transposed = (tuple(_ops.GEMM_VARIANT), _ops.GEMM_IMPL)
-    if transposed not in shortlist:
-        return shortlist
-    return shortlist | {(tuple(_ops.GEMM_PLAIN_VARIANT), _ops.GEMM_IMPL)}
+    """``shortlist`` (variant, impl) pairs, with mxdeconv's plans that its
+    database may predate: beside the GEMM backward weights, its form that
+    writes MXNet's layout at once (the tuner should weigh it wherever the
+    other one ran well: the two differ only in the GEMM's orientation and a
+    reorder); on a backward-data pass (``what``) whose records never name
+    it (``prediction.named``), the GEMM backward data."""
+    gemm_plain = (tuple(_ops.GEMM_PLAIN_VARIANT), _ops.GEMM_IMPL)
+    if (tuple(_ops.GEMM_VARIANT), _ops.GEMM_IMPL) in shortlist:
+        shortlist = shortlist | {gemm_plain}
+    if what == "backward_data" and prediction is not None and \
+            gemm_plain not in prediction.named:
+        shortlist = shortlist | {gemm_plain}
+    return shortlist
 
 
 class _Listing:
@@ -526,7 +532,8 @@ class Planner(_Provisional):
                 # oneDNN's first choice too where a hint displaced it: a wrong
                 # hint is tuned away.
                 choice.shortlist = _with_later_forms(frozenset(
-                    (tuple(c.variant), c.impl) for c in prediction.shortlist)) | (
+                    (tuple(c.variant), c.impl) for c in prediction.shortlist),
+                    prediction, key.what) | (
                     {displaced} if displaced is not None and (
                         choice.from_database or put_off is not None) else set())
                 expected = None if choice.found_at is None else prediction.ratio(

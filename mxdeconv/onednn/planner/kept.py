@@ -19,7 +19,7 @@ from mxdeconv.semantics.attributes import DeconvGeometry
 #: Part of the on-disk key: bumped whenever the candidates a pass enumerates
 #: change (a kept choice names its candidate by position) or the tuner's rules
 #: do (a kept choice is what they chose).  Its history: docs/changelog.rst.
-PLANNER_VERSION = 10
+PLANNER_VERSION = 11
 
 
 def _rebuild(choice: Choice, candidates: Callable[..., Iterable[Any]]) -> Any:
