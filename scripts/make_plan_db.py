@@ -427,7 +427,8 @@ def main() -> None:
                 threads=sorted({r["threads"] for r in records}),
                 layers=len(GRID), records=len(records),
                 seconds=None if args.tables_in else round(time.perf_counter() - begun),
-                command="python scripts/make_plan_db.py " + " ".join(sys.argv[1:]),
+                command="python scripts/make_plan_db.py " + " ".join(
+                    Path(arg).name if os.sep in arg else arg for arg in sys.argv[1:]),
                 held_out=accuracy)
     Path(args.out).write_text(_document(records, made))
     if args.tables:

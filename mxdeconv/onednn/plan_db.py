@@ -49,8 +49,9 @@ NEAR_RATIO, NEAR_KEPT, UNKEPT_RATIO = 1.5, 10, 3.0
 #: How many nearest records a prediction weighs, how far (in feature units:
 #: about one doubling of one size) they may lie for a confident one, and how
 #: close to each one's fastest the candidate must have run there.  Held out
-#: of the shipped runs (AVX-512 with AMX, 1 and 2 threads), a distance of 1.5
-#: made 30 of 608 predictions confident, all of them right; 2.5 made 129, 83%.
+#: of the runs of 2026-12-05 (AVX-512 with AMX, 1 and 2 threads), a distance
+#: of 1.5 made 30 of 608 predictions confident, all of them right; 2.5 made
+#: 129, 83%.  Those of the shipped database: 32, all right.
 NEIGHBOURS, CONFIDENT_DISTANCE, WITHIN = 3, 1.5, 1.05
 #: The tuner's shortlist for a hinted layer: what any of the nearest records
 #: ran within this ratio of its fastest: held out of records taken on a quiet

@@ -99,9 +99,8 @@ NEAR_BEST_WAIT = 3
 #: 512 -> 256's 381-404 against 397-434.
 #: Held out of the shipped database's timing tables (``made.held_out``:
 #: first_choice against first_plan), the first plan's time over the
-#: fastest's falls from 1.37 to 1.27 (geomean, AVX-512 with AMX), 1.52 to
-#: 1.41 (AVX2), 1.44 to 1.36 (AVX-512 BF16); GEMM hints included it would be
-#: 1.18, 1.19 and 1.23.
+#: fastest's falls from 1.36 to 1.26 (geomean, AVX-512 with AMX), 1.35 to
+#: 1.27 (AVX-512), 1.42 to 1.29 (AVX2).
 HINT_START_RATIO = 1.1
 #: Calls after which a candidate put off (choice.PutOff) replaces the one that
 #: stood in for it (checked, in a unit paid from the calls' tuning share): a
