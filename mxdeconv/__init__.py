@@ -10,6 +10,10 @@ from typing import Any, Dict, Optional
 
 import sys as _sys
 
+# The extension first: loading it starts the thread that makes oneDNN's GEMM
+# kernels (onednn.gemm_setup), which then runs beside the rest of the import
+# instead of beside a first call made right after it.
+from .onednn import _loader as _extension_loader  # noqa: F401
 from . import autograd, context, gluon, initializer, nd
 from . import initializer as init  # MXNet: mx.init is mx.initializer, the same module
 from .gluon import lr_scheduler, optimizer  # MXNet's mx.lr_scheduler and mx.optimizer
