@@ -8,7 +8,10 @@ time of calls 1..K divided by mxdeconv's (above 1: mxdeconv is faster), for
 K = 1, 10, 100, 300.  mxdeconv runs twice: with an empty plan cache (a new
 machine; the shipped plan database still applies) and with the cache the
 first run filled (a new process on the same machine).  Rounds interleave the
-contenders; medians of ``--repeats`` rounds.
+contenders; medians of ``--repeats`` rounds.  Before each contender's run,
+machine.py's FMA loop probes the machine's speed (about 0.1 s); a row whose
+probes differ by more than DRIFT_RATIO is marked, and ``--json`` keeps them:
+a virtual machine's speed can drift 2x in phases of seconds to minutes.
 
     python benchmarks/first_calls.py                     # every layer-mode, 3 rounds
     python benchmarks/first_calls.py --repeats 1 --no-peers --calls 10   # smoke
@@ -30,7 +33,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 MARKS = (1, 10, 100, 300)
 
@@ -122,18 +125,35 @@ def _peers(mxnet_python: Path, peers: bool) -> Dict[str, str]:
     return found
 
 
+#: A layer-mode's probes of the machine's speed (machine.py's FMA loop, run
+#: before each contender) that differ by more than this ratio mark its row:
+#: on a virtual machine whose speed drifts in phases, the phase a contender's
+#: process fell in can decide more than the code (2x seen on one instance).
+DRIFT_RATIO = 1.15
+#: The key under which a layer-mode's probes are kept in the results.
+SPEED = "machine speed (FMA loop GFLOP/s, before each run)"
+
+
+def _speed(threads: int) -> Optional[float]:
+    """The FMA loop's GFLOP/s on ``threads`` threads now (about 0.1 s); None
+    where it cannot be measured (no compiler, not AVX-512)."""
+    from machine import detect  # this folder: the script's own
+    return detect(threads).fma_loop_gflops
+
+
 def measure(layers: List[str], modes: List[str], repeats: int, calls: int, threads: int,
             mxnet_python: Path, peers: bool, deterministic: bool = False,
-            without_database: bool = False) -> Dict[str, Dict[str, Dict[str, float]]]:
-    """{layer-mode: {contender: {K: median cumulative seconds}}}."""
+            without_database: bool = False) -> Dict[str, Dict[str, Any]]:
+    """{layer-mode: {contender: {K: median cumulative seconds}, SPEED: probes}}."""
     base = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     base.pop("MXDECONV_CACHE_DIR", None)
     others = _peers(mxnet_python, peers)
     marks = [k for k in MARKS if k <= calls]
-    results: Dict[str, Dict[str, Dict[str, float]]] = {}
+    results: Dict[str, Dict[str, Any]] = {}
     for layer in layers:
         for mode in modes:
             runs: Dict[str, List[List[float]]] = {}
+            speeds: List[Tuple[str, float]] = []
             for round_ in range(repeats):
                 with tempfile.TemporaryDirectory(prefix="mxdeconv-first-") as cache, \
                         tempfile.TemporaryDirectory(prefix="mxdeconv-first-") as other_cache:
@@ -155,14 +175,29 @@ def measure(layers: List[str], modes: List[str], repeats: int, calls: int, threa
                     turn = round_ % max(len(rest), 1)
                     order = rest[turn:] + order[:2] + rest[:turn]
                     for label, python, name, contender_env in order:
+                        speed = _speed(threads)
+                        if speed is not None:
+                            speeds.append((label, round(speed)))
                         times = _run(python, name, layer, mode, calls, contender_env)
                         if times is not None:
                             runs.setdefault(label, []).append(times)
-            results[f"{layer} {mode}"] = {
+            row: Dict[str, Any] = {
                 label: {str(k): statistics.median(t[k - 1] for t in times) for k in marks}
                 for label, times in runs.items()}
-            print(_row(f"{layer} {mode}", results[f"{layer} {mode}"], marks), flush=True)
+            print(_row(f"{layer} {mode}", row, marks) + _drift(speeds), flush=True)
+            row[SPEED] = speeds
+            results[f"{layer} {mode}"] = row
     return results
+
+
+def _drift(speeds: List[Tuple[str, float]]) -> str:
+    """A mark for a row whose probes of the machine's speed differ by more than
+    DRIFT_RATIO (empty otherwise)."""
+    rates = [rate for _, rate in speeds]
+    if not rates or max(rates) <= DRIFT_RATIO * min(rates):
+        return ""
+    return (f"  [machine speed drifted: FMA loop {min(rates):.0f}-{max(rates):.0f} GFLOP/s "
+            f"across the runs]")
 
 
 def _row(name: str, contenders: Dict[str, Dict[str, float]], marks: List[int]) -> str:
