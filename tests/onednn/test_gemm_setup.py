@@ -112,3 +112,28 @@ def test_loading_the_extension_starts_it_with_two_threads(threads):
         print("ok")
         """, env=dict(os.environ, OMP_NUM_THREADS=threads))
     assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-3000:]
+
+
+def test_the_package_loads_the_extension_before_its_other_layers():
+    """The GEMM set-up starts when the extension loads: loaded first, it runs
+    beside the rest of the package's import, not beside a first call made
+    right after it."""
+    script = textwrap.dedent("""
+        import sys
+        order = []
+
+        class Recorder:
+            def find_spec(self, name, path=None, target=None):
+                if name.startswith("mxdeconv."):
+                    order.append(name)
+                return None
+
+        sys.meta_path.insert(0, Recorder())
+        import mxdeconv
+        print(order.index("mxdeconv.onednn._ops"), order.index("mxdeconv.autograd"),
+              order.index("mxdeconv.gluon"))
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            check=True, timeout=120)
+    extension, autograd, gluon = map(int, result.stdout.split())
+    assert extension < autograd and extension < gluon
