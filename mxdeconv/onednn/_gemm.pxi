@@ -390,9 +390,7 @@ def gemm_backward_data_candidate(geom, str dtype):
     c.pd, c.family, c.weights, c.impl = None, "plain", "plain", GEMM_IMPL
     c.bias_fused, c.act_type, c.act_fused, c.direct = True, None, False, False
     c.variant = GEMM_PLAIN_VARIANT
-    c.layouts = (plain_md(g.data_shape, g.dtype, ROLE_DATA, 1).key,
-                 plain_md(g.weight_shape, g.dtype, ROLE_WEIGHTS, g.groups).key,
-                 plain_md(g.out_shape, g.dtype, ROLE_DATA, 1).key)
+    c.layouts = gemm_layout_keys(g, True)   # every tensor plain
     c.builder = lambda c: build_gemm_backward_data(g, geom, c)
     return c
 
@@ -433,6 +431,8 @@ cdef MemoryDesc gemm_weights_md(Geometry g, bint plain):
 
 
 cdef tuple gemm_layout_keys(Geometry g, bint plain):
+    """A GEMM plan's layout keys: data and the layer's output plain, the weight
+    in MXNet's layout (``plain``) or transposed."""
     cdef MemoryDesc src = plain_md(g.data_shape, g.dtype, ROLE_DATA, 1)
     cdef MemoryDesc dst = plain_md(g.out_shape, g.dtype, ROLE_DATA, 1)
     return (src.key, gemm_weights_md(g, plain).key, dst.key)
@@ -591,9 +591,7 @@ def gemm_forward_candidate(geom, str dtype, bint accumulate=False, act_type=None
     c.pd, c.family, c.weights, c.impl = None, "plain", "plain", GEMM_FORWARD_IMPL
     c.bias_fused, c.act_type, c.act_fused, c.direct = True, None, False, False
     c.variant = GEMM_FORWARD_VARIANT
-    c.layouts = (plain_md(g.data_shape, g.dtype, ROLE_DATA, 1).key,
-                 plain_md(g.weight_shape, g.dtype, ROLE_WEIGHTS, g.groups).key,
-                 plain_md(g.out_shape, g.dtype, ROLE_DATA, 1).key)
+    c.layouts = gemm_layout_keys(g, True)   # every tensor plain
     c.builder = lambda c: build_gemm_forward(g, geom, c)
     return c
 

@@ -247,6 +247,8 @@ class PlanDatabase:
         self._lock = threading.Lock()
         self._texts: Optional[Dict[GroupKey, str]] = None
         self._groups: Dict[GroupKey, List[_Record]] = {}
+        #: Per group, the (variant, implementation) its records name (Prediction.named).
+        self._named: Dict[GroupKey, FrozenSet[Tuple[Tuple[Any, ...], str]]] = {}
         self._choices: List[Optional[Choice]] = []
         self._families: List[str] = []
         self.made: Dict[str, Any] = {}
@@ -285,6 +287,8 @@ class PlanDatabase:
                     records = []
                 self._groups[key] = [entry for entry in map(self._record, records)
                                      if entry is not None] if isinstance(records, list) else []
+                self._named[key] = frozenset((tuple(c.variant), c.impl)
+                                             for r in self._groups[key] for c in r.near)
             return self._groups[key]
 
     def _choice(self, value: Any) -> Optional[Choice]:
@@ -324,10 +328,11 @@ class PlanDatabase:
         family = _family(isa, self.families())
         if family is None:
             return None
-        candidates = self._group((family, layer.what, layer.dtype, layer.training, layer.ndim))
+        group = (family, layer.what, layer.dtype, layer.training, layer.ndim)
+        candidates = self._group(group)
         if not candidates:
             return None
-        named = frozenset((tuple(c.variant), c.impl) for r in candidates for c in r.near)
+        named = self._named[group]
         point = features(geom, threads)
         ranked = sorted(candidates, key=lambda r: _distance(point, r.features))[:NEIGHBOURS]
         distances = [_distance(point, r.features) for r in ranked]
