@@ -1,0 +1,189 @@
+"""The kernel check's projected comparison (Freivalds' check).
+
+An exact float32 result is compared through random projections of its
+channels, whose reference costs a channel count less than the full one.
+These tests hold it to two things: a right result is accepted through the
+projections alone (the full reference is never made), on every kind of
+geometry; and a wrong one, whatever the defect, is refused with the same
+element-by-element reason as before.  The "plans" here are the NumPy path's
+float32 results (exact on the check's integer inputs), so the tests do not
+depend on which kernels oneDNN offers on this CPU.
+"""
+import numpy as np
+import pytest
+
+from mxdeconv.onednn import kernel_check
+from mxdeconv.semantics import deconv_numpy
+from mxdeconv.semantics.attributes import infer_geometry, parse_params
+
+LAYERS = {
+    "2-D k4 s2 p1": ((3, 24, 5, 5), dict(kernel=(4, 4), stride=(2, 2), pad=(1, 1),
+                                         num_filter=40)),
+    "grouped": ((2, 24, 6, 6), dict(kernel=(3, 3), stride=(2, 2), pad=(1, 1), num_group=4,
+                                    num_filter=16)),
+    "depthwise": ((2, 8, 7, 7), dict(kernel=(3, 3), stride=(1, 1), pad=(1, 1), num_group=8,
+                                     num_filter=8)),
+    "1-D dilated": ((4, 16, 30), dict(kernel=(5,), stride=(3,), dilate=(2,), pad=(2,),
+                                      num_filter=12)),
+    "3-D adj": ((2, 8, 3, 4, 5), dict(kernel=(2, 3, 3), stride=(2, 2, 1), pad=(0, 1, 1),
+                                      adj=(1, 1, 0), num_filter=6)),
+    "target shape": ((1, 10, 6, 6), dict(kernel=(5, 5), stride=(3, 3), target_shape=(17, 18),
+                                         num_filter=9)),
+    "wide": ((2, 256, 4, 4), dict(kernel=(4, 4), stride=(2, 2), pad=(1, 1), num_filter=128)),
+}
+
+
+def _geometry(name, bias=True):
+    shape, params = LAYERS[name]
+    return infer_geometry(parse_params(dict(params, no_bias=not bias)), shape)
+
+
+class RightForward:
+    """The NumPy path's float32 forward: exact on the check's inputs."""
+
+    def __init__(self, geom):
+        self.geom = geom
+
+    def run_plain(self, src, weights, bias, dst_init=None):
+        out = deconv_numpy.forward(self.geom, src, weights, bias)
+        return out if dst_init is None else out + dst_init
+
+
+class RightBackwardData(RightForward):
+    def run_plain(self, diff_dst, weights):
+        return deconv_numpy.backward(self.geom, diff_dst,
+                                     np.zeros(self.geom.data_shape, np.float32), weights,
+                                     need_weight=False, need_bias=False)[0]
+
+
+class RightBackwardWeights(RightForward):
+    def run_plain(self, src, diff_dst):
+        return deconv_numpy.backward(self.geom, diff_dst, src,
+                                     np.zeros(self.geom.weight_shape, np.float32),
+                                     need_data=False)[1:]
+
+
+def _defects(result):
+    """Wrong results a kernel could give, each a copy of ``result`` (float32)."""
+    flat_index = result.size // 3
+    one_off = result.copy()
+    one_off.flat[flat_index] += 1
+    fraction = result.copy()
+    fraction.flat[flat_index] += 0.0028  # an uninitialised read, within 0.5 of the integer
+    pixel = result.copy()  # every channel of one pixel off by a bias-like vector
+    pixel.reshape(result.shape[0], result.shape[1], -1)[-1, :, -1] += \
+        np.arange(result.shape[1]) % 4 - 2 + (np.arange(result.shape[1]) % 4 >= 2)
+    swapped = result.copy()  # two channels' values exchanged (a wrong channel offset)
+    swapped[:, [0, -1]] = result[:, [-1, 0]]
+    not_a_number = result.copy()
+    not_a_number.flat[flat_index] = np.nan
+    infinite = result.copy()
+    infinite.flat[flat_index] = np.inf
+    huge = result.copy()
+    huge.flat[flat_index] = 2.0 ** 30
+    return {"one off": one_off, "fraction": fraction, "pixel": pixel, "swapped": swapped,
+            "nan": not_a_number, "inf": infinite, "huge": huge}
+
+
+@pytest.fixture
+def full_comparisons(monkeypatch):
+    """The names of the element-by-element comparisons made."""
+    made = []
+    real = kernel_check._compare
+
+    def compare(what, *args, **kwargs):
+        made.append(what)
+        return real(what, *args, **kwargs)
+    monkeypatch.setattr(kernel_check, "_compare", compare)
+    return made
+
+
+def _check_and_plan(what, geom):
+    if what in ("forward", "accumulate"):
+        return (kernel_check.forward_check(geom, "float32", what == "accumulate"),
+                RightForward(geom))
+    if what == "backward_data":
+        return kernel_check.backward_data_check(geom, "float32"), RightBackwardData(geom)
+    return kernel_check.backward_weights_check(geom, "float32"), RightBackwardWeights(geom)
+
+
+PASSES = ["forward", "accumulate", "backward_data", "backward_weights"]
+
+
+@pytest.mark.parametrize("what", PASSES)
+@pytest.mark.parametrize("name", list(LAYERS))
+def test_a_right_result_is_accepted_through_the_projections_alone(what, name,
+                                                                  full_comparisons):
+    geom = _geometry(name, bias=name != "grouped")
+    check, plan = _check_and_plan(what, geom)
+    assert check(plan) is None
+    # Only the bias gradient (a sum, cheap in full) is compared element by element.
+    assert set(full_comparisons) <= {"backward bias"}
+
+
+class Planted:
+    """A right plan whose result gets ``defect`` (a function of the result)."""
+
+    def __init__(self, plan, defect):
+        self._plan, self._defect = plan, defect
+
+    def run_plain(self, *inputs):
+        result = self._plan.run_plain(*inputs)
+        if isinstance(result, tuple):  # backward weights: the weight gradient
+            return (self._defect(result[0]),) + tuple(result[1:])
+        return self._defect(result)
+
+
+@pytest.mark.parametrize("what", PASSES)
+@pytest.mark.parametrize("defect", list(_defects(np.zeros((2, 4, 3), np.float32))))
+@pytest.mark.parametrize("name", ["2-D k4 s2 p1", "grouped", "3-D adj", "wide"])
+def test_every_defect_is_refused_with_the_element_by_element_reason(what, defect, name,
+                                                                    full_comparisons):
+    geom = _geometry(name)
+    check, plan = _check_and_plan(what, geom)
+    reason = check(Planted(plan, lambda result: _defects(result)[defect]))
+    assert reason is not None and "values wrong" in reason, reason
+    assert full_comparisons[0] != "backward bias"  # the projections refused it first
+    assert check(plan) is None  # and the same check still accepts the right result
+
+
+def test_a_wrong_result_that_fits_the_projected_bound_is_refused():
+    """A defect confined to one pixel whose channel errors are random integers:
+    the projections see it (each misses it with probability under 2**-20)."""
+    geom = _geometry("wide")
+    check, plan = _check_and_plan("forward", geom)
+    rng = np.random.default_rng(3)
+
+    def spread(result):
+        wrong = result.copy()
+        wrong[1, :, 2, 3] += rng.integers(-2, 3, geom.param.num_filter)
+        wrong[1, 0, 2, 3] += 1  # never all zero
+        return wrong
+    assert "values wrong" in check(Planted(plan, spread))
+
+
+def test_projections_need_float64_room_else_the_result_is_compared_in_full(full_comparisons):
+    assert kernel_check._Projection.fitting(0, 1, 2 ** 20, 2.0 ** 23) is None
+    fitted = kernel_check._Projection.fitting(0, 2, 64, 1000.0)
+    assert fitted is not None and fitted.vectors.shape == (2, kernel_check.PROJECTIONS, 32)
+    assert np.abs(fitted.vectors).max() <= 2 ** 20
+    # A layer whose sums reach float32's exact limit is compared in full.
+    geom = infer_geometry(parse_params(dict(kernel=(64, 64), stride=(32, 32), num_filter=2,
+                                            no_bias=True)), (1, 1100, 1, 1))
+    check, plan = _check_and_plan("forward", geom)
+    assert check(plan) is None
+    assert full_comparisons == ["forward"]
+
+
+def test_projections_are_exact_integers_of_the_values():
+    fitted = kernel_check._Projection.fitting(1, 3, 12, 100.0)
+    values = np.random.default_rng(0).integers(-100, 101, (12, 7, 5)).astype(np.float32)
+    projected = fitted.project(values)
+    expected = np.einsum("gpc,gcx->gpx", fitted.vectors.astype(object),
+                         values.reshape(3, 4, 35).astype(np.int64).astype(object))
+    assert projected.shape == (3, kernel_check.PROJECTIONS, 35)
+    assert (projected == expected.astype(np.float64)).all()
+    assert kernel_check._exact_integers(values, 100.0)
+    assert not kernel_check._exact_integers(values, float(np.abs(values).max()) - 1)
+    values.flat[5] = 0.5
+    assert not kernel_check._exact_integers(values, 100.0)
