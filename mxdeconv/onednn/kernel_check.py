@@ -32,7 +32,9 @@ when the plan agrees, else why it does not.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+import threading
 from typing import Any, Callable, Optional, Sequence, Tuple
 
 import numpy as np
@@ -352,7 +354,7 @@ class _ForwardCase:
         self.inputs = (_pooled(factors * self.image, dtype), weight,
                        None if self.bias is None else self.bias.astype(dtype),
                        None if self.prefill is None else _pooled(self.prefill, dtype))
-        self.projection = _Projection.fitting(_SEED + 3, param.num_group, param.num_filter,
+        self.projection = _Projection.fitting(_SEED + 6, param.num_group, param.num_filter,
                                               self.bound)
         self._projected: Optional[Tuple[np.ndarray, np.ndarray]] = None
 
@@ -551,42 +553,95 @@ def _activation_check(case: _ForwardCase, act_type: str) -> Check:
     return check
 
 
+class _BackwardCase:
+    """The backward checks' exact inputs, shared by both passes of a layer:
+    one image's out_grad g, the weight of backward data and the image of
+    backward weights; and the projections of each pass's result.  Both
+    passes' projected references come from one im2col of g (a layer with
+    PROJECTIONS data channels per group: the projected weight's data
+    gradient and the projected image's weight gradient), made once."""
+
+    def __init__(self, geom: DeconvGeometry) -> None:
+        param = geom.param
+        self.geom, self.one = geom, _one_image(geom)
+        self.batch = geom.data_shape[0]
+        self.grad = _integers(np.random.PCG64(_SEED + 1), self.one.out_shape)
+        self.weight = _integers(np.random.PCG64(_SEED + 2), geom.weight_shape)
+        self.image = _integers(np.random.PCG64(_SEED + 3), self.one.data_shape)
+        self.data_bound = 8.0 * (param.num_filter // param.num_group) * math.prod(param.kernel)
+        self.weight_bound = 8.0 * self.batch * math.prod(geom.spatial_in)
+        self.data_projection = _Projection.fitting(_SEED + 4, param.num_group,
+                                                   geom.in_channels, self.data_bound)
+        self.weight_projection = _Projection.fitting(_SEED + 5, param.num_group,
+                                                     geom.in_channels, self.weight_bound)
+        self._projected: Optional[Tuple[np.ndarray, np.ndarray]] = None
+        self._lock = threading.Lock()
+
+    def projected(self) -> Tuple[np.ndarray, np.ndarray]:
+        """The projected references of backward data (G, PROJECTIONS, pixels)
+        and backward weights (G, PROJECTIONS, OC/G * taps), before the batch
+        factors; zeros for a pass whose result is not projected."""
+        with self._lock:
+            if self._projected is None:
+                param = self.geom.param
+                narrow = _one_image_with(self.geom, param.num_group * PROJECTIONS,
+                                         param.num_filter)
+                weight = np.zeros(narrow.weight_shape) if self.data_projection is None else \
+                    self.data_projection.project(self.weight).reshape(narrow.weight_shape)
+                image = np.zeros(narrow.data_shape) if self.weight_projection is None else \
+                    self.weight_projection.project(self.image[0]).reshape(narrow.data_shape)
+                with one_blas_thread():
+                    data_grad, weight_grad, _ = deconv_numpy.backward(
+                        narrow, self.grad.astype(np.float64), image, weight,
+                        need_bias=False, column_budget=_REFERENCE_COLUMNS)
+                assert data_grad is not None and weight_grad is not None
+                self._projected = (data_grad.reshape(param.num_group, PROJECTIONS, -1),
+                                   weight_grad.reshape(param.num_group, PROJECTIONS, -1))
+            return self._projected
+
+    def full(self, need_data: bool, dtype: np.dtype) -> np.ndarray:
+        """One image's full data gradient (need_data) or the weight gradient of
+        one image, before the batch factors, in ``dtype``."""
+        unused = (self.one.data_shape if need_data else self.geom.weight_shape)
+        with one_blas_thread():
+            result = deconv_numpy.backward(
+                self.one, self.grad.astype(dtype),
+                np.broadcast_to(np.zeros((), dtype), unused) if need_data
+                else self.image.astype(dtype),
+                self.weight.astype(dtype) if need_data
+                else np.broadcast_to(np.zeros((), dtype), unused),
+                need_data=need_data, need_weight=not need_data, need_bias=False,
+                column_budget=_REFERENCE_COLUMNS)
+        values = result[0] if need_data else result[1]
+        assert values is not None
+        return values[0] if need_data else values
+
+
+@functools.lru_cache(maxsize=1)
+def _backward_case(geom: DeconvGeometry) -> _BackwardCase:
+    """The backward checks of one layer share their case: its backward-data
+    and backward-weights checks are made on the same call (a layer's first or
+    second training call), one after the other; each check keeps its case."""
+    return _BackwardCase(geom)
+
+
 def backward_data_check(geom: DeconvGeometry, dtype: Any) -> Check:
     """Backward data: out_grad_n = factor_n * g, so data_grad_n = factor_n * ref(g);
-    compared through projections of its channels first (:class:`_Projection`:
-    the reference of a layer with PROJECTIONS input channels per group)."""
+    compared through projections of its channels first (:class:`_Projection`,
+    :class:`_BackwardCase`)."""
     def prepare() -> Check:
-        bits = np.random.PCG64(_SEED + 1)
-        param = geom.param
-        bound = 8.0 * (param.num_filter // param.num_group) * math.prod(param.kernel)
+        case = _backward_case(geom)
+        bound, projection = case.data_bound, case.data_projection
         ref_dtype = _reference_dtype(bound)
-        one = _one_image(geom)
-        grad = _integers(bits, one.out_shape)
-        weight_values = _integers(bits, geom.weight_shape)
-        weight, ref_weight = _in_both(weight_values, dtype, ref_dtype)
-        batch = geom.data_shape[0]
-        factors = _per_image(_BATCH_FACTORS, batch, len(geom.data_shape))
-        inputs = (_pooled(factors * grad, dtype), weight)
-        projection = _Projection.fitting(_SEED + 4, param.num_group, geom.in_channels, bound)
+        weight = _pooled(case.weight, dtype)
+        factors = _per_image(_BATCH_FACTORS, case.batch, len(geom.data_shape))
+        inputs = (_pooled(factors * case.grad, dtype), weight)
         scale = np.asarray(_BATCH_FACTORS, dtype=ref_dtype)
-        # Made when a comparison first needs them: [projected reference],
-        # [full reference, image n's expected values].
-        projected: list = []
-        full: list = []
-
-        def reference(narrow: DeconvGeometry, weight_of: np.ndarray) -> np.ndarray:
-            with one_blas_thread():
-                result = deconv_numpy.backward(
-                    narrow, grad.astype(weight_of.dtype),
-                    np.broadcast_to(np.zeros((), weight_of.dtype), narrow.data_shape),
-                    weight_of, need_data=True, need_weight=False, need_bias=False,
-                    column_budget=_REFERENCE_COLUMNS)[0]
-            assert result is not None  # need_data=True
-            return result[0]
+        full: list = []  # [reference, image n's expected values]: made when needed
 
         def expected(n: int) -> np.ndarray:
             if not full:
-                values = reference(one, ref_weight)
+                values = case.full(True, ref_dtype)
                 full.extend((values, np.empty_like(values)))
             return np.multiply(full[0], scale[n % len(scale)], out=full[1])
 
@@ -594,15 +649,11 @@ def backward_data_check(geom: DeconvGeometry, dtype: Any) -> Check:
             if projection is None or not _projectable(got, dtype, bound) or \
                     got.shape != geom.data_shape or not _exact_integers(got, bound):
                 return False
-            if not projected:
-                narrow = _one_image_with(geom, param.num_group * PROJECTIONS,
-                                         param.num_filter)
-                projected.append(reference(narrow, projection.project(weight_values).reshape(
-                    narrow.weight_shape)).reshape(param.num_group, PROJECTIONS, -1))
+            want = case.projected()[0]
             with one_blas_thread():
                 return all(np.array_equal(projection.project(got[n]),
-                                          projected[0] * _BATCH_FACTORS[n % len(_BATCH_FACTORS)])
-                           for n in range(batch))
+                                          want * _BATCH_FACTORS[n % len(_BATCH_FACTORS)])
+                           for n in range(case.batch))
 
         def check(plan: Any) -> Optional[str]:
             got, failure = _run("backward data", lambda: plan.run_plain(*inputs))
@@ -619,52 +670,29 @@ def backward_weights_check(geom: DeconvGeometry, dtype: Any) -> Check:
     """Backward weights: data_n = factor_n * x and out_grad_n = g, so
     weight_grad = sum(factors) * ref(x, g) and bias_grad = N * ref_bias(g); the
     weight gradient compared through projections of its input channels first
-    (:class:`_Projection`: the reference of a layer whose data has
-    PROJECTIONS channels per group, the projected x)."""
+    (:class:`_Projection`, :class:`_BackwardCase`)."""
     def prepare() -> Check:
-        bits = np.random.PCG64(_SEED + 2)
-        param = geom.param
-        batch = geom.data_shape[0]
-        bound = 8.0 * batch * math.prod(geom.spatial_in)
-        bias_bound = 2.0 * batch * math.prod(geom.spatial_out)
+        case = _backward_case(geom)
+        bound, projection = case.weight_bound, case.weight_projection
+        bias_bound = 2.0 * case.batch * math.prod(geom.spatial_out)
         ref_dtype = _reference_dtype(max(bound, bias_bound))
-        one = _one_image(geom)
-        image = _integers(bits, one.data_shape)
-        grad = _integers(bits, one.out_shape)
-        factors = _per_image(_WEIGHT_GRAD_FACTORS, batch, len(geom.data_shape))
+        factors = _per_image(_WEIGHT_GRAD_FACTORS, case.batch, len(geom.data_shape))
         total = int(factors.sum())
         # The bias gradient's reference is a sum over out_grad: cheap in full.
-        bias_expected = None if geom.bias_shape is None else \
-            batch * grad.sum(axis=tuple(range(2, grad.ndim)), dtype=ref_dtype).reshape(-1)
-        inputs = (_pooled(factors * image, dtype),
-                  _pooled(np.broadcast_to(grad, geom.out_shape), dtype))
-        projection = _Projection.fitting(_SEED + 5, param.num_group, geom.in_channels, bound)
-        # Made when a comparison first needs them: [projected reference], [full reference].
-        projected: list = []
-        full: list = []
-
-        def reference(narrow: DeconvGeometry, data: np.ndarray) -> np.ndarray:
-            unused_weight = np.broadcast_to(np.zeros((), data.dtype), narrow.weight_shape)
-            with one_blas_thread():
-                result = deconv_numpy.backward(
-                    narrow, grad.astype(data.dtype), data, unused_weight, need_data=False,
-                    need_weight=True, need_bias=False, column_budget=_REFERENCE_COLUMNS)[1]
-            assert result is not None  # need_weight=True
-            result *= total  # the expected weight gradient, in place
-            return result
+        bias_expected = None if geom.bias_shape is None else case.batch * case.grad.sum(
+            axis=tuple(range(2, case.grad.ndim)), dtype=ref_dtype).reshape(-1)
+        inputs = (_pooled(factors * case.image, dtype),
+                  _pooled(np.broadcast_to(case.grad, geom.out_shape), dtype))
+        full: list = []  # [the weight gradient's reference]: made when needed
 
         def weights_agree(weight_grad: Any) -> bool:
             if projection is None or not _projectable(weight_grad, dtype, bound) or \
                     weight_grad.shape != geom.weight_shape or \
                     not _exact_integers(weight_grad, bound):
                 return False
-            if not projected:
-                narrow = _one_image_with(geom, param.num_group * PROJECTIONS,
-                                         param.num_filter)
-                projected.append(reference(narrow, projection.project(image[0]).reshape(
-                    narrow.data_shape)).reshape(param.num_group, PROJECTIONS, -1))
+            want = case.projected()[1]
             with one_blas_thread():
-                return np.array_equal(projection.project(weight_grad), projected[0])
+                return np.array_equal(projection.project(weight_grad), want * total)
 
         def check(plan: Any) -> Optional[str]:
             got, failure = _run("backward weights", lambda: plan.run_plain(*inputs))
@@ -674,7 +702,7 @@ def backward_weights_check(geom: DeconvGeometry, dtype: Any) -> Check:
             reason = None
             if not weights_agree(weight_grad):
                 if not full:
-                    full.append(reference(one, image.astype(ref_dtype)))
+                    full.append(case.full(False, ref_dtype) * total)
                 reason = _compare("backward weights", weight_grad, full[0], bound, dtype)
             if reason is None and bias_expected is not None:
                 reason = _compare("backward bias", bias_grad, bias_expected, bias_bound,
