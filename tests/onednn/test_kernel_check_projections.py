@@ -187,3 +187,23 @@ def test_projections_are_exact_integers_of_the_values():
     assert not kernel_check._exact_integers(values, float(np.abs(values).max()) - 1)
     values.flat[5] = 0.5
     assert not kernel_check._exact_integers(values, 100.0)
+
+
+def test_both_backward_checks_share_one_projected_reference(monkeypatch):
+    """A layer's backward-data and backward-weights checks run on the same
+    call: one im2col of their shared out_grad gives both references."""
+    geom = _geometry("3-D adj")
+    kernel_check._backward_case.cache_clear()
+    made = []
+    real = kernel_check.deconv_numpy.backward
+
+    def backward(*args, **kwargs):
+        made.append(args[0])
+        return real(*args, **kwargs)
+    monkeypatch.setattr(kernel_check.deconv_numpy, "backward", backward)
+    data_check, data_plan = _check_and_plan("backward_data", geom)
+    weights_check, weights_plan = _check_and_plan("backward_weights", geom)
+    assert data_check(data_plan) is None and weights_check(weights_plan) is None
+    # (The "plans" here are the NumPy path's own backward: one call each.)
+    narrow = [g for g in made if g.in_channels == kernel_check.PROJECTIONS]
+    assert len(narrow) == 1 and len(made) == 3
