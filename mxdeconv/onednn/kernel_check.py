@@ -147,7 +147,17 @@ class _Projection:
         channels per group)."""
         groups, _, per_group = self.vectors.shape
         blocks = weight.reshape(groups, weight.shape[0] // groups, per_group, -1)
-        combined = np.matmul(self.vectors[:, None], blocks.astype(np.float64))
+        rows, taps = blocks.shape[1], blocks.shape[3]
+        combined = np.empty((groups, rows, PROJECTIONS, taps))
+        # A chunk of input channels at a time, widened in one reused buffer
+        # (a big layer's whole weight in float64 is tens of fresh megabytes).
+        step = max(1, _PROJECT_BYTES // (8 * groups * per_group * taps))
+        room = aligned_empty((groups, min(step, rows), per_group, taps), np.float64)
+        for start in range(0, rows, step):
+            part = blocks[:, start:start + step]
+            wide = room[:, :part.shape[1]]
+            np.copyto(wide, part)
+            np.matmul(self.vectors[:, None], wide, out=combined[:, start:start + step])
         return combined.reshape((weight.shape[0], PROJECTIONS) + weight.shape[2:])
 
 
