@@ -26,12 +26,25 @@ from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport uintptr_t
 from libc.stdlib cimport free
+from posix.mman cimport MAP_ANONYMOUS, MAP_FAILED, MAP_PRIVATE, PROT_READ, PROT_WRITE
+from posix.mman cimport madvise, mmap, munmap
 from posix.stdlib cimport posix_memalign
 
 from .env import env_int
 from .errors import MXNetError
 
 cnp.import_array()
+
+cdef extern from *:
+    """
+    #include <sys/mman.h>
+    #ifdef MADV_NOHUGEPAGE
+    #define MXDECONV_SMALL_PAGES MADV_NOHUGEPAGE
+    #else
+    #define MXDECONV_SMALL_PAGES -1
+    #endif
+    """
+    int MXDECONV_SMALL_PAGES
 
 cdef extern from "numpy/arrayobject.h":
     ctypedef struct PyArray_Descr:
@@ -83,11 +96,16 @@ SMALL_IDLE_PER_SIZE = 8
 # TypeError per live block: "Error in sys.excepthook" at exit).
 cdef Py_ssize_t _SMALL_IDLE_PER_SIZE = SMALL_IDLE_PER_SIZE
 cdef Py_ssize_t _SMALL_MAX_BYTES = SMALL_MAX_BYTES
-#: Large pooled blocks start on a page: a whole block maps onto whole pages.
-#: They are not advised onto transparent huge pages: on a VM whose memory the
-#: host backs lazily, a huge page's first touch cost 30-120 ms in half of a
-#: new process's first DCGAN 512->256 calls (against 2 ms saved in the
-#: others), and the settled calls ran within 1.5 % either way.
+#: Large pooled blocks are mappings of their own, on small pages
+#: (MADV_NOHUGEPAGE): never on transparent huge pages, not even by chance.
+#: From glibc they could land in heap memory that NumPy had advised onto huge
+#: pages (its arrays of 4 MiB and more), depending on what the process
+#: allocated before.  On huge pages a kept DCGAN 512->256 weight (8 MiB,
+#: IOhw16i16o) made its forward 30-40% slower (7.4-8.3 ms a call against
+#: 5.7-5.9: the kernel's power-of-two strides through the weight meet in the
+#: same cache sets where small pages scatter them), and on a VM whose memory
+#: the host backs lazily a huge page's first touch cost 30-120 ms in half of
+#: a new process's first DCGAN 512->256 calls.
 cdef size_t _PAGE = 4096
 DEFAULT_POOL_BYTES = 1 << 30
 
@@ -135,8 +153,29 @@ cdef class PooledBlock:
                 _idle_bytes += self.size
                 self.address = NULL
                 return
-        free(self.address)
+        release(self.address, self.size)
         self.address = NULL
+
+
+cdef void release(void *address, size_t size) noexcept:
+    """Give a block back to the system: a large one is a mapping of its own."""
+    if size > <size_t>_SMALL_MAX_BYTES:
+        munmap(address, size)
+    else:
+        free(address)
+
+
+cdef void *new_large_block(size_t size):
+    """A fresh mapping of ``size`` bytes (a multiple of the page) on small
+    pages, or NULL.  A kernel without transparent huge pages refuses the
+    advice: its pages are small anyway."""
+    cdef void *address = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+    if address == MAP_FAILED:
+        return NULL
+    if MXDECONV_SMALL_PAGES >= 0:
+        madvise(address, size, MXDECONV_SMALL_PAGES)
+    return address
 
 
 cdef PooledBlock pooled_block(Py_ssize_t nbytes):
@@ -159,10 +198,14 @@ cdef PooledBlock pooled_block(Py_ssize_t nbytes):
         address = <void *><uintptr_t>blocks.pop()
         _idle_bytes -= size
         _reused += large
-    else:
-        if posix_memalign(&address, _PAGE if large else _ALIGNMENT, size) != 0:
+    elif large:
+        address = new_large_block(size)
+        if address == NULL:
             raise MemoryError(f"could not allocate a block of {size} bytes")
-        _fresh += large
+        _fresh += 1
+    else:
+        if posix_memalign(&address, _ALIGNMENT, size) != 0:
+            raise MemoryError(f"could not allocate a block of {size} bytes")
     block.address, block.size = address, size
     return block
 
@@ -196,9 +239,9 @@ def set_pool_limit(limit):
 def empty_pool():
     """Give every idle block back to the system (blocks in use are untouched)."""
     global _idle_bytes
-    for blocks in _idle.values():
+    for size, blocks in _idle.items():
         for address in blocks:
-            free(<void *><uintptr_t>address)
+            release(<void *><uintptr_t>address, size)
     _idle.clear()
     _idle_bytes = 0
 
@@ -208,7 +251,7 @@ cdef void _trim():
     cdef size_t size
     for size, blocks in list(_idle.items()):
         while blocks and _idle_bytes > _pool_limit:
-            free(<void *><uintptr_t>blocks.pop())
+            release(<void *><uintptr_t>blocks.pop(), size)
             _idle_bytes -= size
 
 
