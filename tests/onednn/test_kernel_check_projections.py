@@ -207,3 +207,31 @@ def test_both_backward_checks_share_one_projected_reference(monkeypatch):
     # (The "plans" here are the NumPy path's own backward: one call each.)
     narrow = [g for g in made if g.in_channels == kernel_check.PROJECTIONS]
     assert len(narrow) == 1 and len(made) == 3
+
+
+def test_backward_checks_of_several_layers_on_several_threads():
+    """The shared backward case is one per layer, evicted as layers alternate,
+    and made under a lock: checks of two layers on four threads at once all
+    accept their right results and refuse their wrong ones."""
+    import threading
+    kernel_check._backward_case.cache_clear()
+    names = ["grouped", "3-D adj"]
+    results, errors = [], []
+
+    def work(index):
+        try:
+            for round_ in range(3):
+                geom = _geometry(names[(index + round_) % 2])
+                for what in ("backward_data", "backward_weights"):
+                    check, plan = _check_and_plan(what, geom)
+                    results.append(check(plan) is None)
+                    wrong = check(Planted(plan, lambda r: _defects(r)["one off"]))
+                    results.append(wrong is not None and "values wrong" in wrong)
+        except Exception as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors and len(results) == 4 * 3 * 2 * 2 and all(results)
