@@ -251,13 +251,28 @@ def _reference_dtype(bound: float) -> np.dtype:
     return np.dtype(np.float32 if bound < _EXACT_LIMIT else np.float64)
 
 
-def _compare(what: str, got: Optional[np.ndarray], expected: Any, bound: float,
-             dtype: np.dtype,
+def _malformed(what: str, got: Any, shape: Sequence[int]) -> Optional[str]:
+    """Why ``got`` cannot be the result at all (None: an array of ``shape``
+    holding real floating-point values), whatever its values."""
+    if got is None:
+        return f"{what}: no result"
+    if not isinstance(got, np.ndarray):
+        return f"{what}: a {type(got).__name__}, expected an array of shape {tuple(shape)}"
+    if got.shape != tuple(shape):
+        return f"{what}: shape {got.shape}, expected {tuple(shape)}"
+    if got.dtype.kind != "f" and str(got.dtype) != BFLOAT16_NAME:
+        return f"{what}: dtype {got.dtype}, expected floating-point values"
+    return None
+
+
+def _compare(what: str, got: Any, expected: Any, bound: float, dtype: np.dtype,
+             shape: Sequence[int],
              tolerance: Optional[Callable[[np.ndarray], Any]] = None) -> Optional[str]:
-    """None if ``got`` equals the expected values within what exact integer
-    inputs allow.  ``expected`` is an array, or a function of an image index
-    giving that image's expected values (compared one image at a time, so the
-    check's memory stays near one image beyond the result itself).
+    """None if ``got`` is an array of ``shape`` whose values equal the expected
+    values within what exact integer inputs allow.  ``expected`` is an array,
+    or a function of an image index giving that image's expected values
+    (compared one image at a time, so the check's memory stays near one image
+    beyond the result itself).
 
     ``bound`` bounds the magnitude of every partial sum: below 2**24 float32
     sums are exact (tolerance 0.5, far below the error of any wrong term);
@@ -266,8 +281,9 @@ def _compare(what: str, got: Optional[np.ndarray], expected: Any, bound: float,
     integers (activations).  A bfloat16 result is rounded to 8 significant
     bits on top.
     """
-    if got is None:
-        return f"{what}: no result"
+    malformed = _malformed(what, got, shape)
+    if malformed is not None:
+        return malformed
     images = ((n, expected(n)) for n in range(got.shape[0])) if callable(expected) else \
         [(None, expected)]
     wrong_total, worst = 0, None
@@ -352,7 +368,9 @@ class _ForwardCase:
         self.bound = 8.0 * geom.in_channels // param.num_group * math.prod(param.kernel) + 4.0
         self.ref_dtype = _reference_dtype(self.bound)
         self.image = _integers(bits, _one_image(geom).data_shape)
-        self.weight = _integers(bits, geom.weight_shape)
+        # Never 0: a channel whose every weight is 0 (a depthwise 1x1 layer's,
+        # one weight each) would hide any defect on it.
+        self.weight = _integers(bits, geom.weight_shape, nonzero=True)
         self.batch, self.ndim = geom.data_shape[0], len(geom.data_shape)
         factors = _per_image(_BATCH_FACTORS, self.batch, self.ndim)
         weight, self._ref_weight = _in_both(self.weight, dtype, self.ref_dtype)
@@ -435,7 +453,8 @@ class _ForwardCase:
             return failure
         if self.projections_agree(got):
             return None
-        return _compare(what, got, self.expected, self.bound, self.dtype)
+        return _compare(what, got, self.expected, self.bound, self.dtype,
+                        self.geom.out_shape)
 
 
 def forward_check(geom: DeconvGeometry, dtype: Any, accumulate: bool,
@@ -506,7 +525,8 @@ def _activation_check(case: _ForwardCase, act_type: str) -> Check:
         if reason is not None:
             return reason
         got, failure = _run(what, lambda: plan.run_plain(*case.inputs))
-        return failure or _compare(what, got, activated, case.bound, dtype, tolerance)
+        return failure or _compare(what, got, activated, case.bound, dtype,
+                                   case.geom.out_shape, tolerance)
 
     def check_relu(plan: Any) -> Optional[str]:
         data, weight, bias, _ = case.inputs
@@ -515,7 +535,7 @@ def _activation_check(case: _ForwardCase, act_type: str) -> Check:
             got, failure = _run(what, lambda: plan.run_plain(*inputs))
             reason = failure or _compare(
                 what + ("" if sign > 0 else " (inputs negated)"), got,
-                lambda n: activated(n, sign=sign), case.bound, dtype)
+                lambda n: activated(n, sign=sign), case.bound, dtype, case.geom.out_shape)
             if reason is not None:
                 return reason
         return None
@@ -550,7 +570,7 @@ def _activation_check(case: _ForwardCase, act_type: str) -> Check:
         got, failure = _run(what, lambda: plan.run_plain(*scaled))
         return failure or _compare(what + " (conditioned inputs)", got,
                                    lambda n: activated(n, factors, unit=unit), case.bound,
-                                   dtype, tolerance)
+                                   dtype, case.geom.out_shape, tolerance)
 
     def check(plan: Any) -> Optional[str]:
         if plan.act_type != act_type:
@@ -576,7 +596,8 @@ class _BackwardCase:
         self.geom, self.one = geom, _one_image(geom)
         self.batch = geom.data_shape[0]
         self.grad = _integers(np.random.PCG64(_SEED + 1), self.one.out_shape)
-        self.weight = _integers(np.random.PCG64(_SEED + 2), geom.weight_shape)
+        # Never 0, as the forward check's (_ForwardCase).
+        self.weight = _integers(np.random.PCG64(_SEED + 2), geom.weight_shape, nonzero=True)
         self.image = _integers(np.random.PCG64(_SEED + 3), self.one.data_shape)
         self.data_bound = 8.0 * (param.num_filter // param.num_group) * math.prod(param.kernel)
         self.weight_bound = 8.0 * self.batch * math.prod(geom.spatial_in)
@@ -671,7 +692,7 @@ def backward_data_check(geom: DeconvGeometry, dtype: Any) -> Check:
                 return failure
             if projections_agree(got):
                 return None
-            return _compare("backward data", got, expected, bound, dtype)
+            return _compare("backward data", got, expected, bound, dtype, geom.data_shape)
         return check
     return _lazy(prepare)
 
@@ -708,15 +729,19 @@ def backward_weights_check(geom: DeconvGeometry, dtype: Any) -> Check:
             got, failure = _run("backward weights", lambda: plan.run_plain(*inputs))
             if failure:
                 return failure
+            if not (isinstance(got, tuple) and len(got) == 2):
+                return (f"backward weights: a {type(got).__name__}, expected the weight "
+                        "and bias gradients")
             weight_grad, bias_grad = got
             reason = None
             if not weights_agree(weight_grad):
                 if not full:
                     full.append(case.full(False, ref_dtype) * total)
-                reason = _compare("backward weights", weight_grad, full[0], bound, dtype)
+                reason = _compare("backward weights", weight_grad, full[0], bound, dtype,
+                                  geom.weight_shape)
             if reason is None and bias_expected is not None:
                 reason = _compare("backward bias", bias_grad, bias_expected, bias_bound,
-                                  dtype)
+                                  dtype, bias_expected.shape)
             return reason
         return check
     return _lazy(prepare)

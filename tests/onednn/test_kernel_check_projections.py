@@ -235,3 +235,47 @@ def test_backward_checks_of_several_layers_on_several_threads():
     for thread in threads:
         thread.join()
     assert not errors and len(results) == 4 * 3 * 2 * 2 and all(results)
+
+
+def _malformed_results(result):
+    """Results no kernel may return, whatever their values."""
+    return {"first image only": result[:1], "no image": result[:0],
+            "an image more": np.concatenate([result, result[:1] * 1]),
+            "complex": result.astype(np.complex64) + 7j,
+            "a list": result.tolist(), "a 0-d array": np.float32(1.0).reshape(())}
+
+
+@pytest.mark.parametrize("what", PASSES)
+@pytest.mark.parametrize("kind", list(_malformed_results(np.zeros((2, 3), np.float32))))
+def test_a_result_of_the_wrong_shape_or_kind_is_refused_with_a_reason(what, kind):
+    geom = _geometry("2-D k4 s2 p1")
+    check, plan = _check_and_plan(what, geom)
+    reason = check(Planted(plan, lambda result: _malformed_results(result)[kind]))
+    assert isinstance(reason, str) and reason, kind
+
+
+@pytest.mark.parametrize("got", [None, np.zeros(3, np.float32), (1, 2, 3)],
+                         ids=["none", "an array", "three results"])
+def test_a_backward_weights_result_that_is_not_a_pair_is_refused(got):
+    check, _ = _check_and_plan("backward_weights", _geometry("grouped"))
+
+    class Returns:
+        def run_plain(self, *inputs):
+            return got
+    reason = check(Returns())
+    assert isinstance(reason, str) and "backward weights" in reason
+
+
+@pytest.mark.parametrize("what", ["forward", "backward_data"])
+def test_no_channel_of_a_depthwise_1x1_layer_is_invisible(what):
+    """The check's weights are never 0: with one weight per channel, a zero
+    would hide a kernel that counts a channel's products twice."""
+    geom = infer_geometry(parse_params(dict(kernel=(1, 1), num_group=16, num_filter=16,
+                                            no_bias=True)), (2, 16, 3, 3))
+    check, plan = _check_and_plan(what, geom)
+    for channel in range(16):
+        def doubled(result, channel=channel):
+            bad = result.copy()
+            bad[:, channel] *= 2
+            return bad
+        assert check(Planted(plan, doubled)) is not None, channel
