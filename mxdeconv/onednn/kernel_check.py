@@ -160,6 +160,16 @@ class _Projection:
             np.matmul(self.vectors[:, None], wide, out=combined[:, start:start + step])
         return combined.reshape((weight.shape[0], PROJECTIONS) + weight.shape[2:])
 
+    @staticmethod
+    def applies_to(result: Any, dtype: Any, bound: float, shape: Sequence[int]) -> bool:
+        """Whether ``result`` may be compared through projections: float32 with
+        every partial sum exact (bfloat16 results are rounded, and above 2**24
+        so are float32's partial sums), of ``shape``, every value an integer
+        within ``bound`` (:func:`_exact_integers`)."""
+        return (str(dtype) == "float32" and bound < _EXACT_LIMIT
+                and isinstance(result, np.ndarray) and result.dtype == np.float32
+                and result.shape == tuple(shape) and _exact_integers(result, bound))
+
 
 def _exact_integers(values: np.ndarray, bound: float) -> bool:
     """Whether every value is an integer of magnitude at most ``bound``: what a
@@ -178,14 +188,6 @@ def _exact_integers(values: np.ndarray, bound: float) -> bool:
         if not rounded.max(initial=0.0) <= bound:
             return False
     return True
-
-
-def _projectable(result: Any, dtype: Any, bound: float) -> bool:
-    """Whether a result may be compared through projections: float32 with
-    every partial sum exact (bfloat16 results are rounded, and above 2**24
-    so are float32's partial sums)."""
-    return (str(dtype) == "float32" and bound < _EXACT_LIMIT
-            and isinstance(result, np.ndarray) and result.dtype == np.float32)
 
 
 def _one_image_with(geom: DeconvGeometry, in_channels: int, num_filter: int
@@ -434,8 +436,8 @@ class _ForwardCase:
         """Whether ``got``'s projections are the expected ones (False: compare
         it in full)."""
         projection = self.projection
-        if projection is None or not _projectable(got, self.dtype, self.bound) or \
-                got.shape != self.geom.out_shape or not _exact_integers(got, self.bound):
+        if projection is None or not projection.applies_to(got, self.dtype, self.bound,
+                                                                 self.geom.out_shape):
             return False
         reference, bias = self._projected_reference(projection)
         with one_blas_thread():
@@ -677,8 +679,8 @@ def backward_data_check(geom: DeconvGeometry, dtype: Any) -> Check:
             return np.multiply(full[0], scale[n % len(scale)], out=full[1])
 
         def projections_agree(got: Any) -> bool:
-            if projection is None or not _projectable(got, dtype, bound) or \
-                    got.shape != geom.data_shape or not _exact_integers(got, bound):
+            if projection is None or not projection.applies_to(got, dtype, bound,
+                                                                     geom.data_shape):
                 return False
             want = case.projected()[0]
             with one_blas_thread():
@@ -717,9 +719,8 @@ def backward_weights_check(geom: DeconvGeometry, dtype: Any) -> Check:
         full: list = []  # [the weight gradient's reference]: made when needed
 
         def weights_agree(weight_grad: Any) -> bool:
-            if projection is None or not _projectable(weight_grad, dtype, bound) or \
-                    weight_grad.shape != geom.weight_shape or \
-                    not _exact_integers(weight_grad, bound):
+            if projection is None or not projection.applies_to(weight_grad, dtype, bound,
+                                                                     geom.weight_shape):
                 return False
             want = case.projected()[1]
             with one_blas_thread():
