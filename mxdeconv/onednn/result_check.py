@@ -40,11 +40,12 @@ instead of it.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
-from typing import Any, Callable, List, Optional, Sequence, Tuple, TypeVar
+from typing import (Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple,
+                    TypeVar)
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
 from mxdeconv._core.buffers import aligned_empty
 from mxdeconv.semantics.attributes import DeconvGeometry
@@ -481,37 +482,51 @@ def _channel_sums(values: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
             abs_sums.reshape(batch, channels).sum(axis=0))
 
 
-def _tap_windows(geom: DeconvGeometry, out_grad: np.ndarray) -> np.ndarray:
-    """out_grad seen as (N, *kernel, *input spatial, C_out): the gradient each
-    input pixel meets through each tap (zero beyond the output's edges), its
-    channels last.  One copy of out_grad, channels last, padded: a tap's
-    window then reads only its own pixels' channel rows, where a window of
-    the channels-first array touches every cache line of it (a 3-D layer's
-    64 taps read a 4 MB out_grad 64 times over)."""
+class _Tap(NamedTuple):
+    """One kernel tap of a phase (see :func:`_phases`)."""
+
+    index: int                  # flat, in the weight's order
+    pixels: Tuple[slice, ...]   # the input pixels it carries to an output pixel
+    grid: Tuple[slice, ...]     # those output pixels, on its phase's grid
+
+
+def _phases(geom: DeconvGeometry) -> Dict[Tuple[int, ...], List[_Tap]]:
+    """The kernel taps by output phase (each axis' output coordinate modulo
+    the stride).  Tap t carries input pixel p to output pixel
+    stride * p + dilate * t - pad, so on one axis every tap of a phase reaches
+    that phase's grid (every stride-th output pixel) shifted by a whole number
+    of grid steps: a tap's outputs are a box of its phase's grid, and its
+    inputs a box of the input."""
     param = geom.param
-    batch, channels = out_grad.shape[:2]
-    lead = [max(0, p) for p in geom.pad_l]
-    trail = [max(0, param.stride[a] * (geom.spatial_in[a] - 1) + param.dilated_kernel(a)
-                 - geom.pad_l[a] - geom.spatial_out[a]) for a in range(param.ndim)]
-    canvas = aligned_empty((batch,) + tuple(before + n + after for before, n, after in
-                                            zip(lead, geom.spatial_out, trail)) + (channels,),
-                           out_grad.dtype)
-    for axis, (before, n) in enumerate(zip(lead, geom.spatial_out)):  # zero the borders
-        border = [slice(None)] * canvas.ndim
-        for part in (slice(0, before), slice(before + n, None)):
-            border[1 + axis] = part
-            canvas[tuple(border)] = 0
-    inside = tuple(slice(before, before + n) for before, n in zip(lead, geom.spatial_out))
-    np.copyto(canvas[(slice(None),) + inside], np.moveaxis(out_grad, 1, -1))
-    offset = [lead[a] - geom.pad_l[a] for a in range(param.ndim)]  # >= 0
-    start = canvas[(slice(None),) + tuple(slice(o, None) for o in offset)]
-    batch_stride, *pixel_strides, channel_stride = start.strides
-    return as_strided(start, shape=(batch,) + param.kernel + geom.spatial_in + (channels,),
-                      strides=(batch_stride,)
-                      + tuple(s * d for s, d in zip(pixel_strides, param.dilate))
-                      + tuple(s * st for s, st in zip(pixel_strides, param.stride))
-                      + (channel_stride,),
-                      writeable=False)
+    per_axis = []
+    for axis in range(param.ndim):
+        stride, size_in = param.stride[axis], geom.spatial_in[axis]
+        taps = []
+        for tap in range(param.kernel[axis]):
+            offset = tap * param.dilate[axis] - geom.pad_l[axis]
+            phase = offset % stride
+            shift = (offset - phase) // stride
+            grid = len(range(phase, geom.spatial_out[axis], stride))
+            low = max(0, -shift)
+            high = max(low, min(size_in, grid - shift))
+            taps.append((phase, slice(low, high), slice(low + shift, high + shift)))
+        per_axis.append(taps)
+    phases: Dict[Tuple[int, ...], List[_Tap]] = {}
+    for index, tap in enumerate(itertools.product(*per_axis)):
+        phases.setdefault(tuple(t[0] for t in tap), []).append(
+            _Tap(index, tuple(t[1] for t in tap), tuple(t[2] for t in tap)))
+    return phases
+
+
+def _square_sums(values: np.ndarray) -> np.ndarray:
+    """The float64 sums over axis 1 of ``values``' squares (C, N, *grid) ->
+    (C, *grid), each at most gamma(N) low (see :func:`_norms`)."""
+    flat = values.reshape(values.shape[0], values.shape[1], -1)
+    squares = np.einsum("cnm,cnm->cm", flat, flat)
+    if not (np.isfinite(squares).all() and not (squares < flat.shape[1] * 2.0 ** -100).any()):
+        squares = np.einsum("cnm,cnm->cm", flat, flat, dtype=np.float64)
+    return squares.astype(np.float64, copy=False).reshape(
+        (values.shape[0],) + values.shape[2:])
 
 
 @_checking
@@ -543,8 +558,8 @@ def backward_weights_result(geom: DeconvGeometry, data: np.ndarray, out_grad: np
     # first on a lazily backed VM).
     x = aligned_empty((in_channels, batch, pixels), data.dtype)
     np.copyto(x, data.reshape(batch, in_channels, pixels).transpose(1, 0, 2))
-    x = x.reshape(in_channels, terms)
-    x_norms = _norms(x, "ik,ik->i").astype(np.float64)
+    x_norms = _norms(x.reshape(in_channels, terms), "ik,ik->i").astype(np.float64)
+    x_groups = x.reshape(groups, in_group, terms)
     grad = weight_grad.reshape(in_channels, out_group, taps)
     lines = max(2, min(MAX_LINES, int(SAMPLE_SHARE * pass_macs(geom)
                                       // max(1, 2 * terms * out_group * taps))))
@@ -554,36 +569,71 @@ def backward_weights_result(geom: DeconvGeometry, data: np.ndarray, out_grad: np
     # columns: every input channel of each sampled output channel's group.
     row_cols = (rows // in_group)[:, None] * out_group + np.arange(out_group)[None, :]  # (R, O)
     col_channels = np.arange(groups)[:, None] * out_group + columns[None, :]  # (G, C)
-    x_rows, x_groups = x[rows], x.reshape(groups, in_group, terms)
-    want_rows = np.empty((len(rows), out_group, taps))
-    want_cols = np.empty((in_channels, len(columns), taps))
-    g_norms = np.empty((param.num_filter, taps))  # each output channel's, per tap
-    # One tap's columns of out_grad at a time, (N * pixels, C_out), in one
-    # reused buffer: a big layer's columns of every tap at once are
-    # megabytes, fresh memory on a first call.  The bounds follow, for every
-    # tap at once.
-    windows = _tap_windows(geom, out_grad)
-    by_tap = aligned_empty((terms, param.num_filter), out_grad.dtype)
-    tap_view = by_tap.reshape((batch,) + geom.spatial_in + (param.num_filter,))
-    # The columns' windows are gathered a chunk of taps at a time, one product
-    # per chunk: one per tap cost the 3-D layer's 64 taps more in calls than
-    # in arithmetic.
-    chunk = _column_chunk(groups * terms * len(columns) * out_grad.itemsize, taps)
-    gathered = aligned_empty((groups, chunk * len(columns), terms), out_grad.dtype)
-    slots = gathered.reshape(groups, chunk, len(columns), terms)
-    for tap, at in enumerate(np.ndindex(*param.kernel)):
-        np.copyto(tap_view, windows[(slice(None),) + at])
-        g_norms[:, tap] = _norms(by_tap, "ko,ko->o")
-        want_rows[:, :, tap] = np.take_along_axis(x_rows @ by_tap, row_cols, axis=1)
-        slot = tap % chunk
-        slots[:, slot] = by_tap[:, col_channels].transpose(1, 2, 0)  # (G, C, terms)
-        if slot == chunk - 1 or tap == taps - 1:
-            first, count = tap - slot, slot + 1
-            product = np.matmul(gathered[:, :count * len(columns)],
-                                x_groups.transpose(0, 2, 1))  # (G, count * C, in_group)
-            want_cols[:, :, first:first + count] = product.reshape(
-                groups, count, len(columns), in_group).transpose(0, 3, 2, 1).reshape(
-                in_channels, len(columns), count)
+    row_groups = {int(g): np.flatnonzero(rows // in_group == g) for g in rows // in_group}
+    # A tap that reaches no output adds nothing: its references stay 0.
+    want_rows = np.zeros((len(rows), out_group, taps))
+    want_cols = np.zeros((in_channels, len(columns), taps))
+    # Each output channel's squares under each tap's window.
+    g_squares = np.zeros((param.num_filter, taps))
+    spatial_axes = tuple(range(1, 1 + param.ndim))
+    images = out_grad.reshape((batch, param.num_filter) + geom.spatial_out)
+    x_rows = data.reshape((batch, in_channels) + geom.spatial_in)[:, rows]  # (N, R, *in)
+    g_columns = images[:, col_channels.reshape(-1)]  # (N, G * C, *out)
+    phases = _phases(geom)
+    # Each phase's grid of out_grad, channels first, (C_out, N, *grid): one
+    # copy of out_grad in all, through one reused buffer.  Every tap of the
+    # phase reads a box of it; sampled rows become one product per phase.
+    grids = {phase: tuple(len(range(p, n, s)) for p, n, s in
+                          zip(phase, geom.spatial_out, param.stride)) for phase in phases}
+    phase_buffer = aligned_empty((param.num_filter * batch
+                                  * max(math.prod(g) for g in grids.values()),),
+                                 out_grad.dtype)
+    for phase, phase_taps in phases.items():
+        grid = grids[phase]
+        on_grid = tuple(slice(p, None, s) for p, s in zip(phase, param.stride))
+        grid_of = phase_buffer[:param.num_filter * batch * math.prod(grid)].reshape(
+            (param.num_filter, batch) + grid)
+        np.copyto(grid_of, np.swapaxes(images[(slice(None), slice(None)) + on_grid], 0, 1))
+        squares = _square_sums(grid_of)
+        # Rows: out_grad's grid (C_out, N * grid) times each sampled input
+        # channel shifted onto it by each tap, (N * grid, R, taps).
+        shifted = np.zeros((batch,) + grid + (len(rows), len(phase_taps)), data.dtype)
+        for j, tap in enumerate(phase_taps):
+            shifted[(slice(None),) + tap.grid + (slice(None), j)] = np.moveaxis(
+                x_rows[(slice(None), slice(None)) + tap.pixels], 1, -1)
+            g_squares[:, tap.index] = squares[(slice(None),) + tap.grid].sum(axis=spatial_axes)
+        tap_index = [tap.index for tap in phase_taps]
+        shifted = shifted.reshape(-1, len(rows), len(phase_taps))
+        for group, which in row_groups.items():
+            product = grid_of[group * out_group:(group + 1) * out_group].reshape(
+                out_group, -1) @ shifted[:, which].reshape(-1, len(which) * len(phase_taps))
+            want_rows[np.ix_(which, np.arange(out_group), tap_index)] = product.reshape(
+                out_group, len(which), len(phase_taps)).transpose(1, 0, 2)
+        # Columns: each group's input channels (in_group, N * pixels) times
+        # the sampled output channels' windows, (N * pixels, C * taps), a
+        # chunk of taps at a time (a depthwise layer's would be large).
+        chunk = _column_chunk(groups * terms * len(columns) * out_grad.itemsize,
+                              len(phase_taps))
+        for first in range(0, len(phase_taps), chunk):
+            some = phase_taps[first:first + chunk]
+            windows = np.zeros((groups, batch) + geom.spatial_in + (len(columns), len(some)),
+                               out_grad.dtype)
+            for j, tap in enumerate(some):
+                box = tuple(g.stop - g.start for g in tap.grid)
+                if not math.prod(box):
+                    continue
+                reached = tuple(slice(p + s * g.start, p + s * (g.stop - 1) + 1, s)
+                                for p, g, s in zip(phase, tap.grid, param.stride))
+                source = g_columns[(slice(None), slice(None)) + reached].reshape(
+                    (batch, groups, len(columns)) + box)
+                windows[(slice(None), slice(None)) + tap.pixels + (slice(None), j)] = \
+                    np.moveaxis(source, (0, 1, 2), (1, 0, source.ndim - 1))
+            product = np.matmul(x_groups, windows.reshape(groups, terms, -1))
+            want_cols[:, :, [tap.index for tap in some]] = product.reshape(
+                in_channels, len(columns), len(some))
+    # Norms as _norms makes them: float32 squares summed over the batch are at
+    # most gamma(N) low, plus what underflow can lose.
+    g_norms = np.sqrt(g_squares) * (1.0 + _gamma(1 << 20)) + math.sqrt(terms * _TINY)
     allowed_rows = _bound(terms, x_norms[rows][:, None, None] * g_norms[row_cols])
     allowed_cols = _bound(terms, x_norms[:, None, None] * np.repeat(
         g_norms[col_channels], in_group, axis=0))
