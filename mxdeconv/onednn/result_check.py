@@ -485,7 +485,7 @@ def _channel_sums(values: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
 class _Tap(NamedTuple):
     """One kernel tap of a phase (see :func:`_phases`)."""
 
-    index: int                  # flat, in the weight's order
+    flat: int                   # its index, in the weight's order
     pixels: Tuple[slice, ...]   # the input pixels it carries to an output pixel
     grid: Tuple[slice, ...]     # those output pixels, on its phase's grid
 
@@ -512,9 +512,9 @@ def _phases(geom: DeconvGeometry) -> Dict[Tuple[int, ...], List[_Tap]]:
             taps.append((phase, slice(low, high), slice(low + shift, high + shift)))
         per_axis.append(taps)
     phases: Dict[Tuple[int, ...], List[_Tap]] = {}
-    for index, tap in enumerate(itertools.product(*per_axis)):
-        phases.setdefault(tuple(t[0] for t in tap), []).append(
-            _Tap(index, tuple(t[1] for t in tap), tuple(t[2] for t in tap)))
+    for flat, axes in enumerate(itertools.product(*per_axis)):
+        phases.setdefault(tuple(a[0] for a in axes), []).append(
+            _Tap(flat, tuple(a[1] for a in axes), tuple(a[2] for a in axes)))
     return phases
 
 
@@ -601,8 +601,8 @@ def backward_weights_result(geom: DeconvGeometry, data: np.ndarray, out_grad: np
         for j, tap in enumerate(phase_taps):
             shifted[(slice(None),) + tap.grid + (slice(None), j)] = np.moveaxis(
                 x_rows[(slice(None), slice(None)) + tap.pixels], 1, -1)
-            g_squares[:, tap.index] = squares[(slice(None),) + tap.grid].sum(axis=spatial_axes)
-        tap_index = [tap.index for tap in phase_taps]
+            g_squares[:, tap.flat] = squares[(slice(None),) + tap.grid].sum(axis=spatial_axes)
+        tap_index = np.array([tap.flat for tap in phase_taps])
         shifted = shifted.reshape(-1, len(rows), len(phase_taps))
         for group, which in row_groups.items():
             product = grid_of[group * out_group:(group + 1) * out_group].reshape(
@@ -629,7 +629,7 @@ def backward_weights_result(geom: DeconvGeometry, data: np.ndarray, out_grad: np
                 windows[(slice(None), slice(None)) + tap.pixels + (slice(None), j)] = \
                     np.moveaxis(source, (0, 1, 2), (1, 0, source.ndim - 1))
             product = np.matmul(x_groups, windows.reshape(groups, terms, -1))
-            want_cols[:, :, [tap.index for tap in some]] = product.reshape(
+            want_cols[:, :, [tap.flat for tap in some]] = product.reshape(
                 in_channels, len(columns), len(some))
     # Norms as _norms makes them: float32 squares summed over the batch are at
     # most gamma(N) low, plus what underflow can lose.
