@@ -36,11 +36,15 @@ from typing import Any, Dict, FrozenSet, List, NamedTuple, Optional, Sequence, T
 
 from mxdeconv.semantics.attributes import DeconvGeometry
 
-#: The file's format; its history: docs/changelog.rst.  Format 3 holds each
-#: group's records (one kernel family, pass, dtype, mode and number of
-#: dimensions) as a JSON text of its own: a process parses only the groups
-#: its layers use (0.5 ms each), not the whole file (5-7 ms on a first call).
-FORMAT = 3
+#: The file's format; its history: docs/changelog.rst.  Format 4 is JSON
+#: lines: a header (format, how it was made, the candidates, and the names of
+#: the G groups: one kernel family, pass, dtype, mode and number of
+#: dimensions each); then each group's index, a line (its records' points in
+#: feature space, choices and near candidates, as columns); then each
+#: group's layers, a line (each record's thread count and layer: for people
+#: and tools).  A process parses the header and the index lines of the groups
+#: its layers use (0.2 ms each; the records in full: 0.9 ms).
+FORMAT = 4
 #: The database shipped with the package.
 SHIPPED = Path(__file__).with_name("plan_db.json")
 #: A record keeps the candidates that ran within NEAR_RATIO of its fastest (at
@@ -146,6 +150,10 @@ def _layer_features(layer: Dict[str, Any], threads: int) -> Tuple[float, ...]:
             1.0 * (not params.get("no_bias", True)), log(threads))
 
 
+#: How many coordinates a point has (features' and _layer_features' length).
+FEATURES = 11
+
+
 def _distance(one: Sequence[float], other: Sequence[float]) -> float:
     return math.sqrt(sum((a - b) ** 2 for a, b in zip(one, other)))
 
@@ -213,25 +221,28 @@ def _group_key(name: Any) -> Optional[GroupKey]:
 
 def file_text(records: Sequence[Dict[str, Any]], made: Dict[str, Any],
               choices: Sequence[Dict[str, Any]]) -> str:
-    """A database file: ``records`` (each naming its kernel family ``isa``, its
-    ``pass``, ``dtype``, ``training`` and ``layer``) in their groups, each
-    group's records one JSON text; ``choices``, the candidates the records
-    name by index; ``made``, how the file was made.  A record that names no
-    group goes to one that no key reads."""
+    """A database file of ``records`` (each naming its kernel family ``isa``,
+    its ``pass``, ``dtype``, ``training``, ``threads``, ``layer``, ``choice``
+    and ``near`` candidates; one that does not is left out); ``choices``, the
+    candidates the records name by index; ``made``, how the file was made."""
     groups: Dict[str, List[Dict[str, Any]]] = {}
     for record in records:
         try:
             name = group_name((record["isa"], record["pass"], record["dtype"],
                                bool(record["training"]), len(record["layer"]["data"]) - 2))
-        except (KeyError, TypeError, ValueError):
-            name = "unreadable"
-        groups.setdefault(name, []).append(
-            {k: v for k, v in record.items() if k not in _GROUP_FIELDS}
-            if name != "unreadable" else record)
-    return json.dumps({"format": FORMAT, "made": made, "choices": list(choices),
-                       "groups": {name: json.dumps(group, separators=(",", ":"))
-                                  for name, group in groups.items()}},
-                      separators=(",", ":"))
+            point = _layer_features(record["layer"], int(record["threads"]))
+        except (KeyError, TypeError, ValueError, ZeroDivisionError):
+            continue
+        groups.setdefault(name, []).append(dict(record, features=list(point)))
+    index = [{"points": [r["features"] for r in group],
+              "choice": [r.get("choice") for r in group],
+              "near": [r.get("near", []) for r in group]} for group in groups.values()]
+    layers = [[{"threads": r["threads"], "layer": r["layer"]} for r in group]
+              for group in groups.values()]
+    header = {"format": FORMAT, "made": made, "choices": list(choices),
+              "groups": list(groups)}
+    return "\n".join(json.dumps(part, separators=(",", ":"))
+                     for part in [header, *index, *layers]) + "\n"
 
 
 class PlanDatabase:
@@ -245,7 +256,7 @@ class PlanDatabase:
     def __init__(self, path: Optional[Path] = SHIPPED) -> None:
         self._path = path
         self._lock = threading.Lock()
-        self._texts: Optional[Dict[GroupKey, str]] = None
+        self._texts: Optional[Dict[GroupKey, bytes]] = None
         self._groups: Dict[GroupKey, List[_Record]] = {}
         #: Per group, the (variant, implementation) its records name (Prediction.named).
         self._named: Dict[GroupKey, FrozenSet[Tuple[Tuple[Any, ...], str]]] = {}
@@ -253,27 +264,28 @@ class PlanDatabase:
         self._families: List[str] = []
         self.made: Dict[str, Any] = {}
 
-    def _loaded(self) -> Dict[GroupKey, str]:
-        """The file's groups, each its records' JSON text, unparsed (locked by
-        the caller)."""
+    def _loaded(self) -> Dict[GroupKey, bytes]:
+        """The file's groups, each its index line, unparsed (locked by the
+        caller)."""
         if self._texts is None:
             self._texts = {}
             try:
-                document = json.loads(Path(self._path).read_text()) \
-                    if self._path is not None else {}
+                lines = Path(self._path).read_bytes().split(b"\n") \
+                    if self._path is not None else []
+                header = json.loads(lines[0]) if lines else {}
             except (OSError, ValueError):
-                document = {}  # no database: oneDNN's first choice, then tuning
-            if isinstance(document, dict) and document.get("format") == FORMAT:
-                made = document.get("made", {})
+                header = {}  # no database: oneDNN's first choice, then tuning
+            if isinstance(header, dict) and header.get("format") == FORMAT:
+                made = header.get("made", {})
                 self.made = made if isinstance(made, dict) else {}
-                choices = document.get("choices", [])
+                choices = header.get("choices", [])
                 self._choices = [_choice_of(c) for c in choices] \
                     if isinstance(choices, list) else []
-                groups = document.get("groups", {})
-                for name, text in (groups.items() if isinstance(groups, dict) else ()):
+                names = header.get("groups", [])
+                for name, line in zip(names if isinstance(names, list) else (), lines[1:]):
                     key = _group_key(name)
-                    if key is not None and isinstance(text, str):
-                        self._texts[key] = text
+                    if key is not None:
+                        self._texts[key] = line
             self._families = sorted({key[0] for key in self._texts})
         return self._texts
 
@@ -282,11 +294,10 @@ class PlanDatabase:
             if key not in self._groups:
                 text = self._loaded().get(key)
                 try:
-                    records = json.loads(text) if text is not None else []
+                    index = json.loads(text) if text is not None else {}
                 except ValueError:
-                    records = []
-                self._groups[key] = [entry for entry in map(self._record, records)
-                                     if entry is not None] if isinstance(records, list) else []
+                    index = {}
+                self._groups[key] = self._records(index)
                 self._named[key] = frozenset((tuple(c.variant), c.impl)
                                              for r in self._groups[key] for c in r.near)
             return self._groups[key]
@@ -297,22 +308,32 @@ class PlanDatabase:
             return self._choices[value] if 0 <= value < len(self._choices) else None
         return _choice_of(value)
 
-    def _record(self, record: Any) -> Optional[_Record]:
+    def _records(self, index: Any) -> List[_Record]:
+        """The well-formed records of a group's index (the file is the
+        package's own, but a damaged install must not fail a call)."""
         try:
-            point = _layer_features(record["layer"], int(record["threads"]))
-            choice = self._choice(record["choice"])
-            near = {}
-            for named, ratio in record.get("near", ()):
+            columns = zip(index["points"], index["choice"], index["near"], strict=True)
+            return [record for record in (self._record(*values) for values in columns)
+                    if record is not None]
+        except (KeyError, TypeError, ValueError):
+            return []
+
+    def _record(self, point: Any, choice: Any, near: Any) -> Optional[_Record]:
+        try:
+            point = tuple(float(v) for v in point)
+            chosen = self._choice(choice)
+            ratios = {}
+            for named, ratio in near:
                 candidate = self._choice(named)
                 if candidate is not None and isinstance(ratio, (int, float)) \
                         and math.isfinite(ratio) and ratio >= 1.0:
-                    near[candidate] = float(ratio)
-            if choice is None:
-                return None
-            near.setdefault(choice, 1.0)
-            return _Record(point, choice, near)
-        except (KeyError, TypeError, ValueError, AttributeError):
+                    ratios[candidate] = float(ratio)
+        except (TypeError, ValueError):
             return None
+        if chosen is None or len(point) != FEATURES or not all(map(math.isfinite, point)):
+            return None
+        ratios.setdefault(chosen, 1.0)
+        return _Record(point, chosen, ratios)
 
     def families(self) -> List[str]:
         """The kernel families the database holds records for."""
