@@ -18,7 +18,7 @@ on the real geometry, and compares it with the NumPy path's result:
   wrong pre-activation (tanh(59) == tanh(65) in float32): see
   :func:`forward_check` and ``docs/kernel_check.rst``.
 * An exact float32 result is first compared through random projections of
-  its channels (Freivalds' check, :class:`_Projection`): the reference of
+  its channels (Freivalds' check, :mod:`.projections`): the reference of
   the projections costs a channel count less than the full reference (the
   3-D benchmark layer's three passes: 2 ms instead of 38, on its second
   call).  A result they reject is compared element by element, to say where
@@ -41,6 +41,7 @@ import numpy as np
 
 from mxdeconv.semantics import activations, deconv_numpy
 from .blas_threads import one_blas_thread
+from .projections import FLOAT32_EXACT_LIMIT, PROJECTIONS, Projection
 from mxdeconv._core.buffers import aligned_empty
 from mxdeconv._core.errors import MXNetError
 from mxdeconv._core.dtypes import BFLOAT16_NAME
@@ -53,8 +54,6 @@ _SEED = 20261203
 #: Per-image factors: images differ, values stay small integers.
 _BATCH_FACTORS = (1, -1, 2, -2)
 _WEIGHT_GRAD_FACTORS = (1, 2)
-#: Below this bound on a sum's magnitude, float32 represents every partial sum.
-_EXACT_LIMIT = 2 ** 24
 #: Bytes of im2col columns the reference forms at once (deconv_numpy's
 #: ``column_budget``): a check runs on a new layer's early calls, where every
 #: fresh page costs a fault (under NumPy's 4 MiB huge-page threshold, whose
@@ -77,117 +76,6 @@ RADIUS = 1.0
 MARGIN = 4.0
 #: Per-image factors of the conditioned check: 1 and -1 keep the peak low.
 _ACT_BATCH_FACTORS = (1, -1)
-
-
-#: Random integer vectors an exact float32 result's channels are projected on.
-PROJECTIONS = 2
-#: Their entries are uniform in [-2**bits, 2**bits]: a projection misses a
-#: given wrong channel vector with probability at most 1 / (2**(bits+1) + 1),
-#: all PROJECTIONS of them at most that to the power PROJECTIONS.
-_PROJECTION_BITS = 20
-#: Below this many bits the projections' sums would leave float64's exact
-#: integers too soon: the result is compared in full.
-_MIN_PROJECTION_BITS = 12
-#: float64 represents every integer up to 2**53; a projected sum stays below this.
-_EXACT_LIMIT_64 = 2.0 ** 52
-#: Bytes of a result widened to float64 at once for its projections.
-_PROJECT_BYTES = 1 << 20
-
-
-class _Projection:
-    """Random integer combinations of each channel group's channels (Freivalds'
-    check of a product): ``vectors[g, p]`` weighs group g's channels in
-    projection p.
-
-    A result whose every value is an integer within the check's bound is
-    projected exactly in float64, and so is the reference of a layer whose
-    weight (or data) channels were combined the same way: one channel per
-    projection and group instead of a group's channels.  A right result's
-    projections equal the reference's exactly; a wrong one's differ unless the
-    random vectors are orthogonal to every wrong channel vector (see
-    :data:`_PROJECTION_BITS`).  Made with :meth:`fitting`."""
-
-    def __init__(self, vectors: np.ndarray) -> None:
-        self.vectors = vectors  # (G, PROJECTIONS, C/G) float64 integers
-
-    @classmethod
-    def fitting(cls, seed: int, groups: int, channels: int, bound: float
-                ) -> Optional["_Projection"]:
-        """Projections of ``channels`` in ``groups`` whose sums of values bounded
-        by ``bound`` stay exact in float64; None where too few bits are left."""
-        per_group = channels // groups
-        room = math.floor(math.log2(_EXACT_LIMIT_64 / (max(bound, 1.0) * max(per_group, 1))))
-        bits = min(_PROJECTION_BITS, room)
-        if bits < _MIN_PROJECTION_BITS:
-            return None
-        rng = np.random.Generator(np.random.PCG64(seed))
-        return cls(rng.integers(-2 ** bits, 2 ** bits, size=(groups, PROJECTIONS, per_group),
-                                endpoint=True).astype(np.float64))
-
-    def project(self, values: np.ndarray) -> np.ndarray:
-        """``values`` (C, ...) -> (G, PROJECTIONS, the rest flat), float64: each
-        group's channels combined, a chunk of columns at a time widened to
-        float64 in one reused buffer."""
-        groups, _, per_group = self.vectors.shape
-        flat = values.reshape(groups, per_group, -1)
-        width = flat.shape[2]
-        projected = np.empty((groups, PROJECTIONS, width))
-        step = max(1, _PROJECT_BYTES // (8 * groups * per_group))
-        room = aligned_empty((groups, per_group, min(step, width)), np.float64)
-        for start in range(0, width, step):
-            part = flat[:, :, start:start + step]
-            wide = room[:, :, :part.shape[2]]
-            np.copyto(wide, part)
-            np.matmul(self.vectors, wide, out=projected[:, :, start:start + step])
-        return projected
-
-    def project_columns(self, weight: np.ndarray) -> np.ndarray:
-        """A weight (C_in, OC/G, *k) with its output channels combined: (C_in,
-        PROJECTIONS, *k), float64 (the weight of a layer of PROJECTIONS output
-        channels per group)."""
-        groups, _, per_group = self.vectors.shape
-        blocks = weight.reshape(groups, weight.shape[0] // groups, per_group, -1)
-        rows, taps = blocks.shape[1], blocks.shape[3]
-        combined = np.empty((groups, rows, PROJECTIONS, taps))
-        # A chunk of input channels at a time, widened in one reused buffer
-        # (a big layer's whole weight in float64 is tens of fresh megabytes).
-        step = max(1, _PROJECT_BYTES // (8 * groups * per_group * taps))
-        room = aligned_empty((groups, min(step, rows), per_group, taps), np.float64)
-        for start in range(0, rows, step):
-            part = blocks[:, start:start + step]
-            wide = room[:, :part.shape[1]]
-            np.copyto(wide, part)
-            np.matmul(self.vectors[:, None], wide, out=combined[:, start:start + step])
-        return combined.reshape((weight.shape[0], PROJECTIONS) + weight.shape[2:])
-
-    @staticmethod
-    def applies_to(result: Any, dtype: Any, bound: float, shape: Sequence[int]) -> bool:
-        """Whether ``result`` may be compared through projections: float32 with
-        every partial sum exact (bfloat16 results are rounded, and above 2**24
-        so are float32's partial sums), of ``shape``, every value an integer
-        within ``bound`` (:func:`_exact_integers`)."""
-        return (str(dtype) == "float32" and bound < _EXACT_LIMIT
-                and isinstance(result, np.ndarray) and result.dtype == np.float32
-                and result.shape == tuple(shape) and _exact_integers(result, bound))
-
-
-def _exact_integers(values: np.ndarray, bound: float) -> bool:
-    """Whether every value is an integer of magnitude at most ``bound``: what a
-    right kernel gives on the check's inputs (NaN and infinities are not).
-    Then, and only then, the projections of ``values`` are exact."""
-    flat = values.reshape(-1)
-    step = max(1, _PROJECT_BYTES // max(1, flat.itemsize))
-    room = aligned_empty((min(step, flat.size),), flat.dtype)
-    for start in range(0, flat.size, step):
-        part = flat[start:start + step]
-        rounded = room[:part.size]
-        np.rint(part, out=rounded)
-        if not np.array_equal(rounded, part):
-            return False
-        np.abs(part, out=rounded)
-        if not rounded.max(initial=0.0) <= bound:
-            return False
-    return True
 
 
 def _one_image_with(geom: DeconvGeometry, in_channels: int, num_filter: int
@@ -250,7 +138,7 @@ def _per_image(factors: Sequence[int], batch: int, ndim: int) -> np.ndarray:
 
 def _reference_dtype(bound: float) -> np.dtype:
     """float32 when every partial sum is exact in it (twice as fast), else float64."""
-    return np.dtype(np.float32 if bound < _EXACT_LIMIT else np.float64)
+    return np.dtype(np.float32 if bound < FLOAT32_EXACT_LIMIT else np.float64)
 
 
 def _malformed(what: str, got: Any, shape: Sequence[int]) -> Optional[str]:
@@ -294,17 +182,17 @@ def _compare(what: str, got: Any, expected: Any, bound: float, dtype: np.dtype,
         if have.shape != want.shape:
             return f"{what}: shape {have.shape}, expected {want.shape}"
         if tolerance is None:
-            if bound < _EXACT_LIMIT and have.dtype == want.dtype and \
+            if bound < FLOAT32_EXACT_LIMIT and have.dtype == want.dtype and \
                     np.array_equal(have, want):
                 continue  # exact, as a right kernel is here: one pass, no temporaries
-            allowed = 0.5 + (bound * 2.0 ** -20 if bound >= _EXACT_LIMIT else 0.0)
+            allowed = 0.5 + (bound * 2.0 ** -20 if bound >= FLOAT32_EXACT_LIMIT else 0.0)
         else:
             allowed = tolerance(want)
         if str(dtype) == BFLOAT16_NAME:  # a oneDNN dtype name, or the NumPy dtype
             allowed = allowed + np.abs(want) * 2.0 ** -7
         error = np.abs(have.astype(want.dtype) - want)
         wrong = ~(error <= allowed)  # NaN counts as wrong
-        if tolerance is None and bound < _EXACT_LIMIT:
+        if tolerance is None and bound < FLOAT32_EXACT_LIMIT:
             # Every partial sum is an integer, exact in float32 and an integer
             # again once rounded to bfloat16: a fraction is a wrong value within
             # the rounding allowance (a kernel reading uninitialised memory).
@@ -361,7 +249,7 @@ class _ForwardCase:
     """The forward check's exact inputs and reference: data_n = factor_n * x,
     so out_n = factor_n * ref(x) + bias (+ prefill).  The full reference
     (:attr:`reference`) is made when a comparison needs it: an exact float32
-    result is compared through projections first (:class:`_Projection`)."""
+    result is compared through projections first (:class:`.projections.Projection`)."""
 
     def __init__(self, geom: DeconvGeometry, dtype: Any, accumulate: bool) -> None:
         bits = np.random.PCG64(_SEED)
@@ -384,7 +272,7 @@ class _ForwardCase:
         self.inputs = (_pooled(factors * self.image, dtype), weight,
                        None if self.bias is None else self.bias.astype(dtype),
                        None if self.prefill is None else _pooled(self.prefill, dtype))
-        self.projection = _Projection.fitting(_SEED + 6, param.num_group, param.num_filter,
+        self.projection = Projection.fitting(_SEED + 6, param.num_group, param.num_filter,
                                               self.bound)
         self._projected: Optional[Tuple[np.ndarray, np.ndarray]] = None
 
@@ -415,7 +303,7 @@ class _ForwardCase:
             want += self.prefill[n]
         return want
 
-    def _projected_reference(self, projection: _Projection) -> Tuple[np.ndarray, np.ndarray]:
+    def _projected_reference(self, projection: Projection) -> Tuple[np.ndarray, np.ndarray]:
         """ref(x)'s projections and the bias's, (G, PROJECTIONS, pixels) and
         (G, PROJECTIONS, 1): the reference of a layer with PROJECTIONS output
         channels per group, whose weight is the projected weight."""
@@ -603,9 +491,9 @@ class _BackwardCase:
         self.image = _integers(np.random.PCG64(_SEED + 3), self.one.data_shape)
         self.data_bound = 8.0 * (param.num_filter // param.num_group) * math.prod(param.kernel)
         self.weight_bound = 8.0 * self.batch * math.prod(geom.spatial_in)
-        self.data_projection = _Projection.fitting(_SEED + 4, param.num_group,
+        self.data_projection = Projection.fitting(_SEED + 4, param.num_group,
                                                    geom.in_channels, self.data_bound)
-        self.weight_projection = _Projection.fitting(_SEED + 5, param.num_group,
+        self.weight_projection = Projection.fitting(_SEED + 5, param.num_group,
                                                      geom.in_channels, self.weight_bound)
         self._projected: Optional[Tuple[np.ndarray, np.ndarray]] = None
         self._lock = threading.Lock()
@@ -660,7 +548,7 @@ def _backward_case(geom: DeconvGeometry) -> _BackwardCase:
 
 def backward_data_check(geom: DeconvGeometry, dtype: Any) -> Check:
     """Backward data: out_grad_n = factor_n * g, so data_grad_n = factor_n * ref(g);
-    compared through projections of its channels first (:class:`_Projection`,
+    compared through projections of its channels first (:class:`.projections.Projection`,
     :class:`_BackwardCase`)."""
     def prepare() -> Check:
         case = _backward_case(geom)
@@ -703,7 +591,7 @@ def backward_weights_check(geom: DeconvGeometry, dtype: Any) -> Check:
     """Backward weights: data_n = factor_n * x and out_grad_n = g, so
     weight_grad = sum(factors) * ref(x, g) and bias_grad = N * ref_bias(g); the
     weight gradient compared through projections of its input channels first
-    (:class:`_Projection`, :class:`_BackwardCase`)."""
+    (:class:`.projections.Projection`, :class:`_BackwardCase`)."""
     def prepare() -> Check:
         case = _backward_case(geom)
         bound, projection = case.weight_bound, case.weight_projection

@@ -12,7 +12,7 @@ depend on which kernels oneDNN offers on this CPU.
 import numpy as np
 import pytest
 
-from mxdeconv.onednn import kernel_check
+from mxdeconv.onednn import kernel_check, projections
 from mxdeconv.semantics import deconv_numpy
 from mxdeconv.semantics.attributes import infer_geometry, parse_params
 
@@ -163,9 +163,9 @@ def test_a_wrong_result_that_fits_the_projected_bound_is_refused():
 
 
 def test_projections_need_float64_room_else_the_result_is_compared_in_full(full_comparisons):
-    assert kernel_check._Projection.fitting(0, 1, 2 ** 20, 2.0 ** 23) is None
-    fitted = kernel_check._Projection.fitting(0, 2, 64, 1000.0)
-    assert fitted is not None and fitted.vectors.shape == (2, kernel_check.PROJECTIONS, 32)
+    assert projections.Projection.fitting(0, 1, 2 ** 20, 2.0 ** 23) is None
+    fitted = projections.Projection.fitting(0, 2, 64, 1000.0)
+    assert fitted is not None and fitted.vectors.shape == (2, projections.PROJECTIONS, 32)
     assert np.abs(fitted.vectors).max() <= 2 ** 20
     # A layer whose sums reach float32's exact limit is compared in full.
     geom = infer_geometry(parse_params(dict(kernel=(64, 64), stride=(32, 32), num_filter=2,
@@ -176,17 +176,17 @@ def test_projections_need_float64_room_else_the_result_is_compared_in_full(full_
 
 
 def test_projections_are_exact_integers_of_the_values():
-    fitted = kernel_check._Projection.fitting(1, 3, 12, 100.0)
+    fitted = projections.Projection.fitting(1, 3, 12, 100.0)
     values = np.random.default_rng(0).integers(-100, 101, (12, 7, 5)).astype(np.float32)
     projected = fitted.project(values)
     expected = np.einsum("gpc,gcx->gpx", fitted.vectors.astype(object),
                          values.reshape(3, 4, 35).astype(np.int64).astype(object))
-    assert projected.shape == (3, kernel_check.PROJECTIONS, 35)
+    assert projected.shape == (3, projections.PROJECTIONS, 35)
     assert (projected == expected.astype(np.float64)).all()
-    assert kernel_check._exact_integers(values, 100.0)
-    assert not kernel_check._exact_integers(values, float(np.abs(values).max()) - 1)
+    assert projections.exact_integers(values, 100.0)
+    assert not projections.exact_integers(values, float(np.abs(values).max()) - 1)
     values.flat[5] = 0.5
-    assert not kernel_check._exact_integers(values, 100.0)
+    assert not projections.exact_integers(values, 100.0)
 
 
 def test_both_backward_checks_share_one_projected_reference(monkeypatch):
@@ -205,7 +205,7 @@ def test_both_backward_checks_share_one_projected_reference(monkeypatch):
     weights_check, weights_plan = _check_and_plan("backward_weights", geom)
     assert data_check(data_plan) is None and weights_check(weights_plan) is None
     # (The "plans" here are the NumPy path's own backward: one call each.)
-    narrow = [g for g in made if g.in_channels == kernel_check.PROJECTIONS]
+    narrow = [g for g in made if g.in_channels == projections.PROJECTIONS]
     assert len(narrow) == 1 and len(made) == 3
 
 
