@@ -40,15 +40,14 @@ instead of it.
 from __future__ import annotations
 
 import functools
-import itertools
 import math
-from typing import (Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple,
-                    TypeVar)
+from typing import Any, Callable, List, Optional, Sequence, Tuple, TypeVar
 
 import numpy as np
 
 from mxdeconv._core.buffers import aligned_empty
 from mxdeconv.semantics.attributes import DeconvGeometry
+from mxdeconv.semantics.phases import on_grid, phase_grid, phases
 from .blas_threads import one_blas_thread
 
 #: float32's unit roundoff.
@@ -482,42 +481,6 @@ def _channel_sums(values: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
             abs_sums.reshape(batch, channels).sum(axis=0))
 
 
-class _Tap(NamedTuple):
-    """One kernel tap of a phase (see :func:`_phases`)."""
-
-    flat: int                   # its index, in the weight's order
-    pixels: Tuple[slice, ...]   # the input pixels it carries to an output pixel
-    grid: Tuple[slice, ...]     # those output pixels, on its phase's grid
-
-
-def _phases(geom: DeconvGeometry) -> Dict[Tuple[int, ...], List[_Tap]]:
-    """The kernel taps by output phase (each axis' output coordinate modulo
-    the stride).  Tap t carries input pixel p to output pixel
-    stride * p + dilate * t - pad, so on one axis every tap of a phase reaches
-    that phase's grid (every stride-th output pixel) shifted by a whole number
-    of grid steps: a tap's outputs are a box of its phase's grid, and its
-    inputs a box of the input."""
-    param = geom.param
-    per_axis = []
-    for axis in range(param.ndim):
-        stride, size_in = param.stride[axis], geom.spatial_in[axis]
-        taps = []
-        for tap in range(param.kernel[axis]):
-            offset = tap * param.dilate[axis] - geom.pad_l[axis]
-            phase = offset % stride
-            shift = (offset - phase) // stride
-            grid = len(range(phase, geom.spatial_out[axis], stride))
-            low = max(0, -shift)
-            high = max(low, min(size_in, grid - shift))
-            taps.append((phase, slice(low, high), slice(low + shift, high + shift)))
-        per_axis.append(taps)
-    phases: Dict[Tuple[int, ...], List[_Tap]] = {}
-    for flat, axes in enumerate(itertools.product(*per_axis)):
-        phases.setdefault(tuple(a[0] for a in axes), []).append(
-            _Tap(flat, tuple(a[1] for a in axes), tuple(a[2] for a in axes)))
-    return phases
-
-
 def _square_sums(values: np.ndarray) -> np.ndarray:
     """The float64 sums over axis 1 of ``values``' squares (C, N, *grid) ->
     (C, *grid), each at most gamma(N) low (see :func:`_norms`)."""
@@ -579,21 +542,20 @@ def backward_weights_result(geom: DeconvGeometry, data: np.ndarray, out_grad: np
     images = out_grad.reshape((batch, param.num_filter) + geom.spatial_out)
     x_rows = data.reshape((batch, in_channels) + geom.spatial_in)[:, rows]  # (N, R, *in)
     g_columns = images[:, col_channels.reshape(-1)]  # (N, G * C, *out)
-    phases = _phases(geom)
+    tap_phases = phases(geom)
     # Each phase's grid of out_grad, channels first, (C_out, N, *grid): one
     # copy of out_grad in all, through one reused buffer.  Every tap of the
     # phase reads a box of it; sampled rows become one product per phase.
-    grids = {phase: tuple(len(range(p, n, s)) for p, n, s in
-                          zip(phase, geom.spatial_out, param.stride)) for phase in phases}
+    grids = {phase: phase_grid(geom, phase) for phase in tap_phases}
     phase_buffer = aligned_empty((param.num_filter * batch
                                   * max(math.prod(g) for g in grids.values()),),
                                  out_grad.dtype)
-    for phase, phase_taps in phases.items():
+    for phase, phase_taps in tap_phases.items():
         grid = grids[phase]
-        on_grid = tuple(slice(p, None, s) for p, s in zip(phase, param.stride))
         grid_of = phase_buffer[:param.num_filter * batch * math.prod(grid)].reshape(
             (param.num_filter, batch) + grid)
-        np.copyto(grid_of, np.swapaxes(images[(slice(None), slice(None)) + on_grid], 0, 1))
+        np.copyto(grid_of, np.swapaxes(images[(slice(None), slice(None))
+                                              + on_grid(geom, phase)], 0, 1))
         squares = _square_sums(grid_of)
         # Rows: out_grad's grid (C_out, N * grid) times each sampled input
         # channel shifted onto it by each tap, (N * grid, R, taps).
