@@ -46,6 +46,7 @@ from mxdeconv._core.buffers import aligned_empty
 from mxdeconv._core.errors import MXNetError
 from mxdeconv._core.dtypes import BFLOAT16_NAME
 from mxdeconv.semantics.attributes import DeconvGeometry, infer_geometry
+from mxdeconv.semantics.phases import on_grid, phase_grid, phases
 
 #: Part of the plan cache's key: a kept choice is a verdict of this check, so
 #: this changes whenever what the check verifies does.
@@ -81,7 +82,7 @@ _ACT_BATCH_FACTORS = (1, -1)
 def _one_image_with(geom: DeconvGeometry, in_channels: int, num_filter: int
                     ) -> DeconvGeometry:
     """One image of ``geom`` with other channel counts (the same groups, crops
-    and spatial shapes): the layer of a projected reference."""
+    and spatial shapes): the layer of a projected forward reference."""
     param = dataclasses.replace(geom.param, num_filter=num_filter)
     return infer_geometry(param, (1, in_channels) + geom.spatial_in)
 
@@ -477,9 +478,10 @@ class _BackwardCase:
     """The backward checks' exact inputs, shared by both passes of a layer:
     one image's out_grad g, the weight of backward data and the image of
     backward weights; and the projections of each pass's result.  Both
-    passes' projected references come from one im2col of g (a layer with
-    PROJECTIONS data channels per group: the projected weight's data
-    gradient and the projected image's weight gradient), made once."""
+    passes' projected references come from one phase-wise pass over g (a
+    layer with PROJECTIONS data channels per group: the projected weight's
+    data gradient and the projected image's weight gradient, see
+    :func:`_narrow_backward`), made once."""
 
     def __init__(self, geom: DeconvGeometry) -> None:
         param = geom.param
@@ -505,19 +507,21 @@ class _BackwardCase:
         with self._lock:
             if self._projected is None:
                 param = self.geom.param
-                narrow = _one_image_with(self.geom, param.num_group * PROJECTIONS,
-                                         param.num_filter)
-                weight = np.zeros(narrow.weight_shape) if self.data_projection is None else \
-                    self.data_projection.project(self.weight).reshape(narrow.weight_shape)
-                image = np.zeros(narrow.data_shape) if self.weight_projection is None else \
-                    self.weight_projection.project(self.image[0]).reshape(narrow.data_shape)
+                groups, out_group = param.num_group, param.num_filter // param.num_group
+                taps = math.prod(param.kernel)
+                weight = np.zeros((groups, PROJECTIONS, out_group, taps)) \
+                    if self.data_projection is None else \
+                    self.data_projection.project(self.weight).reshape(
+                        groups, PROJECTIONS, out_group, taps)
+                image = np.zeros((groups, PROJECTIONS) + self.geom.spatial_in) \
+                    if self.weight_projection is None else \
+                    self.weight_projection.project(self.image[0]).reshape(
+                        (groups, PROJECTIONS) + self.geom.spatial_in)
                 with one_blas_thread():
-                    data_grad, weight_grad, _ = deconv_numpy.backward(
-                        narrow, self.grad.astype(np.float64), image, weight,
-                        need_bias=False, column_budget=_REFERENCE_COLUMNS)
-                assert data_grad is not None and weight_grad is not None
-                self._projected = (data_grad.reshape(param.num_group, PROJECTIONS, -1),
-                                   weight_grad.reshape(param.num_group, PROJECTIONS, -1))
+                    data_grad, weight_grad = _narrow_backward(
+                        self.geom, self.grad[0].astype(np.float64), weight, image)
+                self._projected = (data_grad.reshape(groups, PROJECTIONS, -1),
+                                   weight_grad.reshape(groups, PROJECTIONS, -1))
             return self._projected
 
     def full(self, need_data: bool, dtype: np.dtype) -> np.ndarray:
@@ -536,6 +540,41 @@ class _BackwardCase:
         values = result[0] if need_data else result[1]
         assert values is not None
         return values[0] if need_data else values
+
+
+def _narrow_backward(geom: DeconvGeometry, grad: np.ndarray, weight: np.ndarray,
+                     image: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """One image's gradients in a layer of PROJECTIONS data channels per group:
+    of the data with the weight ``weight`` (G, PROJECTIONS, OC/G, taps), and
+    of the weight with the data ``image`` (G, PROJECTIONS, *input), for
+    ``grad`` (OC, *output); float64, exact on integers.  Phase by phase
+    (:mod:`mxdeconv.semantics.phases`): each tap's part is a product over its
+    phase's grid of ``grad``, where im2col would gather every tap's columns
+    of ``grad`` (the 3-D benchmark layer's 64 taps: 32 MB in float64)."""
+    groups, _, out_group, _ = weight.shape
+    data_grad = np.zeros(image.shape)
+    weight_grad = np.zeros(weight.shape)
+    for phase, taps in phases(geom).items():
+        grid = grad[(slice(None),) + on_grid(geom, phase)]
+        grid = np.ascontiguousarray(grid).reshape(groups, out_group, -1)  # (G, OC/G, M)
+        flat = [tap.flat for tap in taps]
+        # Data: the weight's taps (G, P * taps, OC/G) times the grid, each
+        # tap's product then added over its box of the input.
+        product = np.matmul(weight[..., flat].transpose(0, 1, 3, 2).reshape(
+            groups, -1, out_group), grid).reshape(
+            (groups, PROJECTIONS, len(taps)) + phase_grid(geom, phase))
+        # Weights: the grid times the data, each tap's box shifted onto the
+        # grid, (G, M, P * taps).
+        shifted = np.zeros((groups, PROJECTIONS, len(taps)) + phase_grid(geom, phase))
+        for j, tap in enumerate(taps):
+            data_grad[(slice(None), slice(None)) + tap.pixels] += \
+                product[(slice(None), slice(None), j) + tap.grid]
+            shifted[(slice(None), slice(None), j) + tap.grid] = \
+                image[(slice(None), slice(None)) + tap.pixels]
+        weight_grad[..., flat] = np.matmul(grid, shifted.reshape(
+            groups, PROJECTIONS * len(taps), -1).transpose(0, 2, 1)).reshape(
+            groups, out_group, PROJECTIONS, len(taps)).transpose(0, 2, 1, 3)
+    return data_grad, weight_grad
 
 
 @functools.lru_cache(maxsize=1)

@@ -11,6 +11,8 @@ depend on which kernels oneDNN offers on this CPU.
 """
 import numpy as np
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from mxdeconv.onednn import kernel_check, projections
 from mxdeconv.semantics import deconv_numpy
@@ -191,22 +193,77 @@ def test_projections_are_exact_integers_of_the_values():
 
 def test_both_backward_checks_share_one_projected_reference(monkeypatch):
     """A layer's backward-data and backward-weights checks run on the same
-    call: one im2col of their shared out_grad gives both references."""
+    call: one phase-wise pass over their shared out_grad gives both
+    references, and no full reference is made for right results."""
     geom = _geometry("3-D adj")
     kernel_check._backward_case.cache_clear()
-    made = []
-    real = kernel_check.deconv_numpy.backward
+    made, narrowed = [], []
+    real, real_narrow = kernel_check.deconv_numpy.backward, kernel_check._narrow_backward
 
     def backward(*args, **kwargs):
         made.append(args[0])
         return real(*args, **kwargs)
+
+    def narrow_backward(*args, **kwargs):
+        narrowed.append(args[0])
+        return real_narrow(*args, **kwargs)
     monkeypatch.setattr(kernel_check.deconv_numpy, "backward", backward)
+    monkeypatch.setattr(kernel_check, "_narrow_backward", narrow_backward)
     data_check, data_plan = _check_and_plan("backward_data", geom)
     weights_check, weights_plan = _check_and_plan("backward_weights", geom)
     assert data_check(data_plan) is None and weights_check(weights_plan) is None
     # (The "plans" here are the NumPy path's own backward: one call each.)
-    narrow = [g for g in made if g.in_channels == projections.PROJECTIONS]
-    assert len(narrow) == 1 and len(made) == 3
+    assert narrowed == [geom] and len(made) == 2
+
+
+def _narrow_layer_reference(geom, case):
+    """The projected references as deconv_numpy computes them: im2col on the
+    layer with PROJECTIONS data channels per group."""
+    param = geom.param
+    narrow = kernel_check._one_image_with(geom, param.num_group * projections.PROJECTIONS,
+                                          param.num_filter)
+    weight = case.data_projection.project(case.weight).reshape(narrow.weight_shape)
+    image = case.weight_projection.project(case.image[0]).reshape(narrow.data_shape)
+    data_grad, weight_grad, _ = deconv_numpy.backward(
+        narrow, case.grad.astype(np.float64), image, weight, need_bias=False)
+    return (data_grad.reshape(param.num_group, projections.PROJECTIONS, -1),
+            weight_grad.reshape(param.num_group, projections.PROJECTIONS, -1))
+
+
+@pytest.mark.parametrize("name", sorted(LAYERS))
+def test_the_phase_wise_projected_references_are_im2cols(name):
+    """The backward checks' projected references, computed phase by phase over
+    out_grad, equal the NumPy path's im2col on the narrowed layer exactly
+    (crops, adj, dilation, groups, depthwise, 1-D to 3-D)."""
+    geom = _geometry(name)
+    case = kernel_check._BackwardCase(geom)
+    want = _narrow_layer_reference(geom, case)
+    got = case.projected()
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
+@settings(max_examples=60, deadline=None)
+@given(ndim=st.integers(1, 3), data=st.data())
+def test_the_phase_wise_projected_references_on_random_layers(ndim, data):
+    """As above, on random small layers: kernels up to 5, strides up to 3,
+    dilations up to 2, any pad and adj below the stride, groups."""
+    ints = lambda low, high: st.tuples(*[st.integers(low, high)] * ndim)  # noqa: E731
+    kernel, stride, dilate = data.draw(ints(1, 5)), data.draw(ints(1, 3)), data.draw(ints(1, 2))
+    pad = tuple(data.draw(st.integers(0, k - 1)) for k in kernel)
+    adj = tuple(data.draw(st.integers(0, s - 1)) for s in stride)
+    groups = data.draw(st.sampled_from([1, 2]))
+    shape = (1, groups * data.draw(st.integers(1, 3))) + data.draw(ints(1, 6))
+    try:
+        geom = infer_geometry(parse_params(dict(
+            kernel=kernel, stride=stride, dilate=dilate, pad=pad, adj=adj, num_group=groups,
+            num_filter=groups * data.draw(st.integers(1, 3)))), shape)
+    except ValueError:
+        assume(False)
+    case = kernel_check._BackwardCase(geom)
+    assume(case.data_projection is not None and case.weight_projection is not None)
+    want = _narrow_layer_reference(geom, case)
+    got = case.projected()
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
 
 
 def test_backward_checks_of_several_layers_on_several_threads():
