@@ -486,7 +486,8 @@ def _square_sums(values: np.ndarray) -> np.ndarray:
     (C, *grid), each at most gamma(N) low (see :func:`_norms`)."""
     flat = values.reshape(values.shape[0], values.shape[1], -1)
     squares = np.einsum("cnm,cnm->cm", flat, flat)
-    if not (np.isfinite(squares).all() and not (squares < flat.shape[1] * 2.0 ** -100).any()):
+    # float64 squares neither overflow nor lose what float32's underflow does.
+    if not np.isfinite(squares).all() or (squares < flat.shape[1] * 2.0 ** -100).any():
         squares = np.einsum("cnm,cnm->cm", flat, flat, dtype=np.float64)
     return squares.astype(np.float64, copy=False).reshape(
         (values.shape[0],) + values.shape[2:])
@@ -576,20 +577,17 @@ def backward_weights_result(geom: DeconvGeometry, data: np.ndarray, out_grad: np
         # chunk of taps at a time (a depthwise layer's would be large).
         chunk = _column_chunk(groups * terms * len(columns) * out_grad.itemsize,
                               len(phase_taps))
+        columns_grid = g_columns[(slice(None), slice(None)) + on_grid(geom, phase)]
         for first in range(0, len(phase_taps), chunk):
             some = phase_taps[first:first + chunk]
             windows = np.zeros((groups, batch) + geom.spatial_in + (len(columns), len(some)),
                                out_grad.dtype)
             for j, tap in enumerate(some):
-                box = tuple(g.stop - g.start for g in tap.grid)
-                if not math.prod(box):
-                    continue
-                reached = tuple(slice(p + s * g.start, p + s * (g.stop - 1) + 1, s)
-                                for p, g, s in zip(phase, tap.grid, param.stride))
-                source = g_columns[(slice(None), slice(None)) + reached].reshape(
-                    (batch, groups, len(columns)) + box)
-                windows[(slice(None), slice(None)) + tap.pixels + (slice(None), j)] = \
-                    np.moveaxis(source, (0, 1, 2), (1, 0, source.ndim - 1))
+                source = columns_grid[(slice(None), slice(None)) + tap.grid]
+                if source.size:
+                    source = source.reshape((batch, groups, len(columns)) + source.shape[2:])
+                    windows[(slice(None), slice(None)) + tap.pixels + (slice(None), j)] = \
+                        np.moveaxis(source, (0, 1, 2), (1, 0, source.ndim - 1))
             product = np.matmul(x_groups, windows.reshape(groups, terms, -1))
             want_cols[:, :, [tap.flat for tap in some]] = product.reshape(
                 in_channels, len(columns), len(some))
