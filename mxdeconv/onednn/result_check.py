@@ -41,13 +41,13 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any, Callable, List, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 import numpy as np
 
 from mxdeconv._core.buffers import aligned_empty
 from mxdeconv.semantics.attributes import DeconvGeometry
-from mxdeconv.semantics.phases import on_grid, phase_grid, phases
+from mxdeconv.semantics.phases import Tap, on_grid, phase_grid, phases
 from .blas_threads import one_blas_thread
 
 #: float32's unit roundoff.
@@ -493,6 +493,24 @@ def _square_sums(values: np.ndarray) -> np.ndarray:
         (values.shape[0],) + values.shape[2:])
 
 
+def _box_sums(values: np.ndarray, taps: Sequence[Tap]) -> np.ndarray:
+    """The sums of ``values`` (C, *grid) over each tap's box of the grid, (C,
+    taps): one axis at a time from the last, each partial sum made once for
+    all the taps whose boxes agree on the axes summed so far (a phase's taps
+    are the combinations of a few boxes per axis)."""
+    done: Dict[Tuple[Tuple[int, int], ...], np.ndarray] = {(): values}
+    sums = np.empty((values.shape[0], len(taps)))
+    for j, tap in enumerate(taps):
+        key: Tuple[Tuple[int, int], ...] = ()
+        for box in reversed(tap.grid):
+            inner = ((box.start, box.stop),) + key
+            if inner not in done:
+                done[inner] = done[key][..., box.start:box.stop].sum(axis=-1)
+            key = inner
+        sums[:, j] = done[key]
+    return sums
+
+
 @_checking
 def backward_weights_result(geom: DeconvGeometry, data: np.ndarray, out_grad: np.ndarray,
                             weight_grad: Optional[np.ndarray],
@@ -539,9 +557,9 @@ def backward_weights_result(geom: DeconvGeometry, data: np.ndarray, out_grad: np
     want_cols = np.zeros((in_channels, len(columns), taps))
     # Each output channel's squares under each tap's window.
     g_squares = np.zeros((param.num_filter, taps))
-    spatial_axes = tuple(range(1, 1 + param.ndim))
     images = out_grad.reshape((batch, param.num_filter) + geom.spatial_out)
-    x_rows = data.reshape((batch, in_channels) + geom.spatial_in)[:, rows]  # (N, R, *in)
+    x_rows = np.ascontiguousarray(np.moveaxis(
+        data.reshape((batch, in_channels) + geom.spatial_in)[:, rows], 1, -1))  # (N, *in, R)
     g_columns = images[:, col_channels.reshape(-1)]  # (N, G * C, *out)
     tap_phases = phases(geom)
     # Each phase's grid of out_grad, channels first, (C_out, N, *grid): one
@@ -562,9 +580,9 @@ def backward_weights_result(geom: DeconvGeometry, data: np.ndarray, out_grad: np
         # channel shifted onto it by each tap, (N * grid, R, taps).
         shifted = np.zeros((batch,) + grid + (len(rows), len(phase_taps)), data.dtype)
         for j, tap in enumerate(phase_taps):
-            shifted[(slice(None),) + tap.grid + (slice(None), j)] = np.moveaxis(
-                x_rows[(slice(None), slice(None)) + tap.pixels], 1, -1)
-            g_squares[:, tap.flat] = squares[(slice(None),) + tap.grid].sum(axis=spatial_axes)
+            shifted[(slice(None),) + tap.grid + (slice(None), j)] = \
+                x_rows[(slice(None),) + tap.pixels]
+        g_squares[:, [tap.flat for tap in phase_taps]] = _box_sums(squares, phase_taps)
         tap_index = np.array([tap.flat for tap in phase_taps])
         shifted = shifted.reshape(-1, len(rows), len(phase_taps))
         for group, which in row_groups.items():
@@ -577,17 +595,18 @@ def backward_weights_result(geom: DeconvGeometry, data: np.ndarray, out_grad: np
         # chunk of taps at a time (a depthwise layer's would be large).
         chunk = _column_chunk(groups * terms * len(columns) * out_grad.itemsize,
                               len(phase_taps))
+        # The sampled channels' grid as (G, N, *grid, C), as the windows hold them.
         columns_grid = g_columns[(slice(None), slice(None)) + on_grid(geom, phase)]
+        columns_grid = np.ascontiguousarray(np.moveaxis(
+            columns_grid.reshape((batch, groups, len(columns)) + grid), (0, 1, 2),
+            (1, 0, 2 + param.ndim)))
         for first in range(0, len(phase_taps), chunk):
             some = phase_taps[first:first + chunk]
             windows = np.zeros((groups, batch) + geom.spatial_in + (len(columns), len(some)),
                                out_grad.dtype)
             for j, tap in enumerate(some):
-                source = columns_grid[(slice(None), slice(None)) + tap.grid]
-                if source.size:
-                    source = source.reshape((batch, groups, len(columns)) + source.shape[2:])
-                    windows[(slice(None), slice(None)) + tap.pixels + (slice(None), j)] = \
-                        np.moveaxis(source, (0, 1, 2), (1, 0, source.ndim - 1))
+                windows[(slice(None), slice(None)) + tap.pixels + (slice(None), j)] = \
+                    columns_grid[(slice(None), slice(None)) + tap.grid]
             product = np.matmul(x_groups, windows.reshape(groups, terms, -1))
             want_cols[:, :, [tap.flat for tap in some]] = product.reshape(
                 in_channels, len(columns), len(some))
