@@ -582,8 +582,8 @@ def backward_weights_result(geom: DeconvGeometry, data: np.ndarray, out_grad: np
         for j, tap in enumerate(phase_taps):
             shifted[(slice(None),) + tap.grid + (slice(None), j)] = \
                 x_rows[(slice(None),) + tap.pixels]
-        g_squares[:, [tap.flat for tap in phase_taps]] = _box_sums(squares, phase_taps)
         tap_index = np.array([tap.flat for tap in phase_taps])
+        g_squares[:, tap_index] = _box_sums(squares, phase_taps)
         shifted = shifted.reshape(-1, len(rows), len(phase_taps))
         for group, which in row_groups.items():
             product = grid_of[group * out_group:(group + 1) * out_group].reshape(
