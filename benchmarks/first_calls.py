@@ -17,6 +17,7 @@ a virtual machine's speed can drift 2x in phases of seconds to minutes.
     python benchmarks/first_calls.py --repeats 1 --no-peers --calls 10   # smoke
     python benchmarks/first_calls.py --json benchmarks/results/first_calls.json
     python benchmarks/first_calls.py --without-database    # beside MXDECONV_PLAN_DB=0
+    python benchmarks/first_calls.py --steady    # each contender at the machine's full speed
 
 MXNet 1.9.1 runs in its venv (scripts/setup_mxnet_venv.sh; ``MXNET_VENV`` or
 ``--mxnet-python``), PyTorch where ``import torch`` works; a missing peer is
@@ -33,7 +34,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 MARKS = (1, 10, 100, 300)
 
@@ -141,10 +142,49 @@ def _speed(threads: int) -> Optional[float]:
     return detect(threads).fma_loop_gflops
 
 
+#: With ``--steady``, a contender runs only while the machine is at full
+#: speed: its FMA loop within STEADY_RATIO of the fastest probe of the run
+#: (probed again every STEADY_WAIT seconds, STEADY_TRIES times at most, then
+#: run anyway and marked), and a run after which the probe reads slower is
+#: run once more.
+STEADY_RATIO, STEADY_WAIT, STEADY_TRIES = 0.9, 2.0, 30
+
+
+class SpeedGate:
+    """The fastest probe seen in a run, and a wait until the machine is near it."""
+
+    def __init__(self, probe: Callable[[], Optional[float]],
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.probe, self.sleep = probe, sleep
+        self.best = 0.0
+
+    def read(self) -> Optional[float]:
+        speed = self.probe()
+        if speed is not None:
+            self.best = max(self.best, speed)
+        return speed
+
+    def fast(self, speed: Optional[float]) -> bool:
+        """Whether ``speed`` is full speed (an unknown one counts as full)."""
+        return speed is None or speed >= STEADY_RATIO * self.best
+
+    def wait(self) -> Optional[float]:
+        """The speed once it is full, or after STEADY_TRIES probes."""
+        speed = self.read()
+        for _ in range(STEADY_TRIES):
+            if self.fast(speed):
+                break
+            self.sleep(STEADY_WAIT)
+            speed = self.read()
+        return speed
+
+
 def measure(layers: List[str], modes: List[str], repeats: int, calls: int, threads: int,
             mxnet_python: Path, peers: bool, deterministic: bool = False,
-            without_database: bool = False) -> Dict[str, Dict[str, Any]]:
+            without_database: bool = False, steady: bool = False
+            ) -> Dict[str, Dict[str, Any]]:
     """{layer-mode: {contender: {K: median cumulative seconds}, SPEED: probes}}."""
+    gate = SpeedGate(lambda: _speed(threads))
     base = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     base.pop("MXDECONV_CACHE_DIR", None)
     others = _peers(mxnet_python, peers)
@@ -175,10 +215,18 @@ def measure(layers: List[str], modes: List[str], repeats: int, calls: int, threa
                     turn = round_ % max(len(rest), 1)
                     order = rest[turn:] + order[:2] + rest[:turn]
                     for label, python, name, contender_env in order:
-                        speed = _speed(threads)
+                        speed = gate.wait() if steady else _speed(threads)
                         if speed is not None:
                             speeds.append((label, round(speed)))
                         times = _run(python, name, layer, mode, calls, contender_env)
+                        if steady and not gate.fast(gate.read()) and \
+                                label != "mxdeconv (empty cache)":
+                            # slowed during the run: once more at full speed
+                            # (an empty cache's run filled the cache: not again)
+                            speed = gate.wait()
+                            if speed is not None:
+                                speeds[-1] = (label, round(speed))
+                            times = _run(python, name, layer, mode, calls, contender_env)
                         if times is not None:
                             runs.setdefault(label, []).append(times)
             row: Dict[str, Any] = {
@@ -241,6 +289,9 @@ def main() -> None:
                         help="also mxdeconv without the plan database (MXDECONV_PLAN_DB=0)")
     parser.add_argument("--mxnet-python", type=Path, default=None,
                         help="MXNet 1.9.1's interpreter (default: $MXNET_VENV or .venv-mxnet)")
+    parser.add_argument("--steady", action="store_true",
+                        help="run each contender only at the machine's full speed (a VM whose "
+                             "speed drifts in phases; see SpeedGate)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     if args.worker:
@@ -253,7 +304,7 @@ def main() -> None:
     from cold import default_mxnet_python
     results = measure(args.layers, args.modes, args.repeats, args.calls, args.threads,
                       args.mxnet_python or default_mxnet_python(), not args.no_peers,
-                      args.deterministic, args.without_database)
+                      args.deterministic, args.without_database, args.steady)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(dict(threads=args.threads, marks=marks,
