@@ -203,23 +203,71 @@ def test_no_confident_prediction_leaves_the_planner_as_without_a_database(
     assert not choice.confident and "predicted" not in choice.how and choice.tuner is not None
 
 
-def _grouped(groups):
-    """A file of this format whose groups are ``groups`` as given."""
-    return json.dumps({"format": plan_db.FORMAT, "groups": groups})
+def _grouped(names, *lines, choices=()):
+    """A file of this format whose groups are ``names`` and whose lines after
+    the header are ``lines``, all as given."""
+    return "\n".join([json.dumps({"format": plan_db.FORMAT, "groups": names,
+                                   "choices": list(choices)}), *lines])
+
+
+def _index(point, choice=0, near=((0, 1.0),)):
+    """A group's index line of one record."""
+    return json.dumps({"points": [point], "choice": [choice], "near": [list(near)]})
+
+
+_FORWARD = plan_db.group_name((_ops.cpu_isa(), "forward", "float32", False, 2))
 
 
 @pytest.mark.parametrize("content", [
-    "{not json", '{"format": 99}', "[]", "", _grouped("not a dict"),
-    _grouped({plan_db.group_name((_ops.cpu_isa(), "forward", "float32", False, 2)): "{not json"}),
-    _grouped({plan_db.group_name((_ops.cpu_isa(), "forward", "float32", False, 2)): '{"a": 1}'}),
-    _grouped({plan_db.group_name((_ops.cpu_isa(), "forward", "float32", False, 2)): "[7, {}]"}),
-    _grouped({"not|a|group": "[]"})])
+    lambda point, named: "{not json", lambda point, named: '{"format": 99}',
+    lambda point, named: "[]", lambda point, named: "",
+    lambda point, named: _grouped("not a list", choices=named),
+    lambda point, named: _grouped({_FORWARD: _index(point)}, choices=named),
+    lambda point, named: _grouped([_FORWARD], "{not json", choices=named),
+    lambda point, named: _grouped([_FORWARD], '{"a": 1}', choices=named),
+    lambda point, named: _grouped([_FORWARD], "[7, {}]", choices=named),
+    lambda point, named: _grouped([_FORWARD], choices=named),
+    lambda point, named: _grouped(["not|a|group"], _index(point), choices=named),
+    # The layer's own record, but a choice that names no candidate of the
+    # file, or a point that is not one, or columns that do not match:
+    lambda point, named: _grouped([_FORWARD], _index(point, choice=3), choices=named),
+    lambda point, named: _grouped([_FORWARD], _index(point[:-1]), choices=named),
+    lambda point, named: _grouped([_FORWARD], _index(point[:-1] + ["x"]), choices=named),
+    lambda point, named: _grouped([_FORWARD], _index(point[:-1] + [float("nan")]),
+                                  choices=named),
+    lambda point, named: _grouped([_FORWARD], json.dumps({"points": [point], "choice": [0]}),
+                                  choices=named),
+    lambda point, named: _grouped([_FORWARD], json.dumps(
+        {"points": [point, point], "choice": [0], "near": [[]]}), choices=named)])
 def test_a_database_file_that_is_not_one_is_ignored(tmp_path, with_database, content):
+    """Junk in any part of the file: no prediction, the layer planned as
+    without a database.  Each junk file names the layer's own record and
+    oneDNN's first candidate: well formed, it is a confident prediction (the
+    test below), so each is refused for its junk alone."""
+    first = next(iter(_ops.forward_candidates(GEOM, "float32", False, False)))
+    point = list(plan_db.features(GEOM, _ops.get_num_threads()))
     path = tmp_path / "plan_db.json"
-    path.write_text(content)
+    path.write_text(content(point, [_named(first)]))
     with_database(path)
     _forward()
     assert not _choice().confident
+
+
+def test_a_well_formed_index_of_the_layer_predicts_it(tmp_path, with_database):
+    """The junk files above, well formed: the layer's own record is a confident
+    prediction, and the layer's first call runs it."""
+    first = next(iter(_ops.forward_candidates(GEOM, "float32", False, False)))
+    point = list(plan_db.features(GEOM, _ops.get_num_threads()))
+    path = tmp_path / "plan_db.json"
+    path.write_text(_grouped([_FORWARD], _index(point), choices=[_named(first)]))
+    database = plan_db.PlanDatabase(path)
+    prediction = database.predict(plan_db.LayerKey("forward", "float32", False, 2), GEOM,
+                                  _ops.get_num_threads(), _ops.cpu_isa())
+    assert prediction is not None and prediction.confident
+    assert prediction.choice.impl == first.impl
+    with_database(path)
+    _forward()
+    assert _choice().confident
 
 
 def test_neighbours_that_agree_predict_confidently(tmp_path):
