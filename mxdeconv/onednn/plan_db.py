@@ -201,10 +201,6 @@ def _choice_of(value: Any) -> Optional[Choice]:
 GroupKey = Tuple[str, str, str, bool, int]
 
 
-#: A record's fields that its group's name holds (not repeated in the file).
-_GROUP_FIELDS = ("isa", "pass", "dtype", "training")
-
-
 def group_name(key: GroupKey) -> str:
     """A group's name in the file: its key's fields joined by "|"."""
     isa, what, dtype, training, ndim = key
@@ -225,7 +221,7 @@ def file_text(records: Sequence[Dict[str, Any]], made: Dict[str, Any],
     its ``pass``, ``dtype``, ``training``, ``threads``, ``layer``, ``choice``
     and ``near`` candidates; one that does not is left out); ``choices``, the
     candidates the records name by index; ``made``, how the file was made."""
-    groups: Dict[str, List[Dict[str, Any]]] = {}
+    groups: Dict[str, List[Tuple[Tuple[float, ...], Dict[str, Any]]]] = {}
     for record in records:
         try:
             name = group_name((record["isa"], record["pass"], record["dtype"],
@@ -233,11 +229,11 @@ def file_text(records: Sequence[Dict[str, Any]], made: Dict[str, Any],
             point = _layer_features(record["layer"], int(record["threads"]))
         except (KeyError, TypeError, ValueError, ZeroDivisionError):
             continue
-        groups.setdefault(name, []).append(dict(record, features=list(point)))
-    index = [{"points": [r["features"] for r in group],
-              "choice": [r.get("choice") for r in group],
-              "near": [r.get("near", []) for r in group]} for group in groups.values()]
-    layers = [[{"threads": r["threads"], "layer": r["layer"]} for r in group]
+        groups.setdefault(name, []).append((point, record))
+    index = [{"points": [list(point) for point, _ in group],
+              "choice": [r.get("choice") for _, r in group],
+              "near": [r.get("near", []) for _, r in group]} for group in groups.values()]
+    layers = [[{"threads": r["threads"], "layer": r["layer"]} for _, r in group]
               for group in groups.values()]
     header = {"format": FORMAT, "made": made, "choices": list(choices),
               "groups": list(groups)}
