@@ -558,14 +558,14 @@ def _narrow_backward(geom: DeconvGeometry, grad: np.ndarray, weight: np.ndarray,
         grid = grad[(slice(None),) + on_grid(geom, phase)]
         grid = np.ascontiguousarray(grid).reshape(groups, out_group, -1)  # (G, OC/G, M)
         flat = [tap.flat for tap in taps]
+        per_tap = (groups, PROJECTIONS, len(taps)) + phase_grid(geom, phase)
         # Data: the weight's taps (G, P * taps, OC/G) times the grid, each
         # tap's product then added over its box of the input.
         product = np.matmul(weight[..., flat].transpose(0, 1, 3, 2).reshape(
-            groups, -1, out_group), grid).reshape(
-            (groups, PROJECTIONS, len(taps)) + phase_grid(geom, phase))
+            groups, -1, out_group), grid).reshape(per_tap)
         # Weights: the grid times the data, each tap's box shifted onto the
         # grid, (G, M, P * taps).
-        shifted = np.zeros((groups, PROJECTIONS, len(taps)) + phase_grid(geom, phase))
+        shifted = np.zeros(per_tap)
         for j, tap in enumerate(taps):
             data_grad[(slice(None), slice(None)) + tap.pixels] += \
                 product[(slice(None), slice(None), j) + tap.grid]

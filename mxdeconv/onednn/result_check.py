@@ -239,19 +239,28 @@ def _bound(terms: int, norms: np.ndarray, extra: Optional[np.ndarray] = None) ->
 _TINY = 2.0 ** -126
 
 
-def _norms(values: np.ndarray, subscripts: str) -> np.ndarray:
-    """Upper bounds on the Euclidean norms along the summed axes of
-    ``subscripts`` (einsum's, one operand written twice), in float64.  Summed
-    in float32 (fast) and rounded up (a float32 sum of n squares is at most
-    gamma(n) low, n < 2**20 here), plus what underflow can lose; summed again
-    in float64 where float32 squares overflow or that loss would matter."""
+def _square_sums(values: np.ndarray, subscripts: str) -> Tuple[np.ndarray, bool]:
+    """The sums of squares along the summed axes of ``subscripts`` (einsum's,
+    one operand written twice), in float64, and whether they were summed in
+    float32 (fast; a float32 sum of n squares is at most gamma(n) low, n <
+    2**20 here, and underflow can lose more): summed again in float64 where
+    float32 squares overflow or that loss would matter."""
     squares = np.einsum(subscripts, values, values)
     terms = values.size // max(squares.size, 1)
     if np.isfinite(squares).all() and not (squares < terms * 2.0 ** -100).any():
-        return (np.sqrt(squares.astype(np.float64)) * (1.0 + _gamma(1 << 20))
-                + math.sqrt(terms * _TINY))
+        return squares.astype(np.float64), True
     # float64 squares of float32 values neither overflow nor underflow.
-    squares = np.einsum(subscripts, values, values, dtype=np.float64)
+    return np.einsum(subscripts, values, values, dtype=np.float64), False
+
+
+def _norms(values: np.ndarray, subscripts: str) -> np.ndarray:
+    """Upper bounds on the Euclidean norms along the summed axes of
+    ``subscripts``, in float64 (:func:`_square_sums` rounded up, plus what
+    float32's underflow can lose)."""
+    squares, in_float32 = _square_sums(values, subscripts)
+    if in_float32:
+        terms = values.size // max(squares.size, 1)
+        return np.sqrt(squares) * (1.0 + _gamma(1 << 20)) + math.sqrt(terms * _TINY)
     return np.sqrt(squares) * (1.0 + 1e-12)
 
 
@@ -481,18 +490,6 @@ def _channel_sums(values: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
             abs_sums.reshape(batch, channels).sum(axis=0))
 
 
-def _square_sums(values: np.ndarray) -> np.ndarray:
-    """The float64 sums over axis 1 of ``values``' squares (C, N, *grid) ->
-    (C, *grid), each at most gamma(N) low (see :func:`_norms`)."""
-    flat = values.reshape(values.shape[0], values.shape[1], -1)
-    squares = np.einsum("cnm,cnm->cm", flat, flat)
-    # float64 squares neither overflow nor lose what float32's underflow does.
-    if not np.isfinite(squares).all() or (squares < flat.shape[1] * 2.0 ** -100).any():
-        squares = np.einsum("cnm,cnm->cm", flat, flat, dtype=np.float64)
-    return squares.astype(np.float64, copy=False).reshape(
-        (values.shape[0],) + values.shape[2:])
-
-
 def _box_sums(values: np.ndarray, taps: Sequence[Tap]) -> np.ndarray:
     """The sums of ``values`` (C, *grid) over each tap's box of the grid, (C,
     taps): one axis at a time from the last, each partial sum made once for
@@ -575,7 +572,9 @@ def backward_weights_result(geom: DeconvGeometry, data: np.ndarray, out_grad: np
             (param.num_filter, batch) + grid)
         np.copyto(grid_of, np.swapaxes(images[(slice(None), slice(None))
                                               + on_grid(geom, phase)], 0, 1))
-        squares = _square_sums(grid_of)
+        # Each output channel's squares summed over the batch, per grid point.
+        squares = _square_sums(grid_of.reshape(grid_of.shape[:2] + (-1,)),
+                               "cnm,cnm->cm")[0].reshape((param.num_filter,) + grid)
         # Rows: out_grad's grid (C_out, N * grid) times each sampled input
         # channel shifted onto it by each tap, (N * grid, R, taps).
         shifted = np.zeros((batch,) + grid + (len(rows), len(phase_taps)), data.dtype)
@@ -608,7 +607,7 @@ def backward_weights_result(geom: DeconvGeometry, data: np.ndarray, out_grad: np
                 windows[(slice(None), slice(None)) + tap.pixels + (slice(None), j)] = \
                     columns_grid[(slice(None), slice(None)) + tap.grid]
             product = np.matmul(x_groups, windows.reshape(groups, terms, -1))
-            want_cols[:, :, [tap.flat for tap in some]] = product.reshape(
+            want_cols[:, :, tap_index[first:first + chunk]] = product.reshape(
                 in_channels, len(columns), len(some))
     # Norms as _norms makes them: float32 squares summed over the batch are at
     # most gamma(N) low, plus what underflow can lose.
