@@ -216,17 +216,15 @@ def measure(layers: List[str], modes: List[str], repeats: int, calls: int, threa
                     order = rest[turn:] + order[:2] + rest[:turn]
                     for label, python, name, contender_env in order:
                         speed = gate.wait() if steady else _speed(threads)
-                        if speed is not None:
-                            speeds.append((label, round(speed)))
                         times = _run(python, name, layer, mode, calls, contender_env)
-                        if steady and not gate.fast(gate.read()) and \
-                                label != "mxdeconv (empty cache)":
+                        if steady and label != "mxdeconv (empty cache)" and \
+                                not gate.fast(gate.read()):
                             # slowed during the run: once more at full speed
                             # (an empty cache's run filled the cache: not again)
                             speed = gate.wait()
-                            if speed is not None:
-                                speeds[-1] = (label, round(speed))
                             times = _run(python, name, layer, mode, calls, contender_env)
+                        if speed is not None:  # the probe before the run counted
+                            speeds.append((label, round(speed)))
                         if times is not None:
                             runs.setdefault(label, []).append(times)
             row: Dict[str, Any] = {
