@@ -32,7 +32,7 @@ import math
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Tuple
 
 from mxdeconv.semantics.attributes import DeconvGeometry
 
@@ -43,7 +43,9 @@ from mxdeconv.semantics.attributes import DeconvGeometry
 #: feature space, choices and near candidates, as columns); then each
 #: group's layers, a line (each record's thread count and layer: for people
 #: and tools).  A process parses the header and the index lines of the groups
-#: its layers use (0.2 ms each; the records in full: 0.9 ms).
+#: its layers use, and of a group's records the choices of those a
+#: prediction weighs (a training step's three predictions in a new process:
+#: 2.8 ms, against 3.25 with every record of the three groups parsed).
 FORMAT = 4
 #: The database shipped with the package.
 SHIPPED = Path(__file__).with_name("plan_db.json")
@@ -241,22 +243,87 @@ def file_text(records: Sequence[Dict[str, Any]], made: Dict[str, Any],
                      for part in [header, *index, *layers]) + "\n"
 
 
+class _Group:
+    """One group's index: every record's point, parsed at once (a prediction
+    ranks them all), and each record's choice and near candidates, parsed when
+    the record is among a prediction's nearest (a group's records in full cost
+    about 0.9 ms, its JSON and points about 0.5)."""
+
+    def __init__(self, index: Any, choice: Callable[[Any], Optional[Choice]]) -> None:
+        self._choice = choice
+        self.points: List[Tuple[int, Tuple[float, ...]]] = []  # (record, point)
+        self._columns: List[Tuple[Any, Any]] = []              # (choice, near) per record
+        self._records: Dict[int, Optional[_Record]] = {}
+        self._named: Optional[FrozenSet[Tuple[Tuple[Any, ...], str]]] = None
+        try:
+            columns = list(zip(index["points"], index["choice"], index["near"], strict=True))
+        except (KeyError, TypeError, ValueError):
+            return  # columns that do not match: no record is known for sure
+        for position, (point, chosen, near) in enumerate(columns):
+            try:
+                point = tuple(float(v) for v in point)
+            except (TypeError, ValueError):
+                continue
+            if len(point) == FEATURES and all(map(math.isfinite, point)):
+                self.points.append((position, point))
+        self._columns = [(chosen, near) for _, chosen, near in columns]
+
+    def record(self, position: int, point: Tuple[float, ...]) -> Optional[_Record]:
+        """The record at ``position`` (whose point is ``point``), None when its
+        choice or near candidates are not well formed."""
+        if position not in self._records:
+            self._records[position] = self._parsed(point, *self._columns[position])
+        return self._records[position]
+
+    def _parsed(self, point: Tuple[float, ...], choice: Any, near: Any) -> Optional[_Record]:
+        chosen = self._choice(choice)
+        ratios = {}
+        try:
+            for named, ratio in near:
+                candidate = self._choice(named)
+                if candidate is not None and isinstance(ratio, (int, float)) \
+                        and math.isfinite(ratio) and ratio >= 1.0:
+                    ratios[candidate] = float(ratio)
+        except (TypeError, ValueError):
+            return None
+        if chosen is None:
+            return None
+        ratios.setdefault(chosen, 1.0)
+        return _Record(point, chosen, ratios)
+
+    def named(self) -> FrozenSet[Tuple[Tuple[Any, ...], str]]:
+        """(variant, implementation) of every candidate the group's records
+        name, chosen or near (Prediction.named)."""
+        if self._named is None:
+            found = set()
+            for chosen, near in self._columns:
+                found.add(self._choice(chosen))
+                try:
+                    found.update(self._choice(pair[0]) for pair in near)
+                except (TypeError, IndexError, KeyError):
+                    pass
+            self._named = frozenset((tuple(c.variant), c.impl) for c in found
+                                    if c is not None)
+        return self._named
+
+
 class PlanDatabase:
     """The records of one database file, read on first use; :meth:`predict`.
 
     A group's records (family, pass, mode, dimensions) are parsed, and their
     layers become points in feature space, only when a layer of that group is
     first predicted: a process pays for the groups its layers use, not for
-    the whole file."""
+    the whole file; of a group, it parses the choices of the records a
+    prediction weighs, not all of them."""
 
     def __init__(self, path: Optional[Path] = SHIPPED) -> None:
         self._path = path
         self._lock = threading.Lock()
         self._texts: Optional[Dict[GroupKey, bytes]] = None
-        self._groups: Dict[GroupKey, List[_Record]] = {}
-        #: Per group, the (variant, implementation) its records name (Prediction.named).
-        self._named: Dict[GroupKey, FrozenSet[Tuple[Tuple[Any, ...], str]]] = {}
-        self._choices: List[Optional[Choice]] = []
+        self._groups: Dict[GroupKey, _Group] = {}
+        #: The header's candidates as written, each parsed on first use.
+        self._choice_values: List[Any] = []
+        self._choices: Dict[int, Optional[Choice]] = {}
         self._families: List[str] = []
         self.made: Dict[str, Any] = {}
 
@@ -275,8 +342,7 @@ class PlanDatabase:
                 made = header.get("made", {})
                 self.made = made if isinstance(made, dict) else {}
                 choices = header.get("choices", [])
-                self._choices = [_choice_of(c) for c in choices] \
-                    if isinstance(choices, list) else []
+                self._choice_values = choices if isinstance(choices, list) else []
                 names = header.get("groups", [])
                 for name, line in zip(names if isinstance(names, list) else (), lines[1:]):
                     key = _group_key(name)
@@ -285,7 +351,7 @@ class PlanDatabase:
             self._families = sorted({key[0] for key in self._texts})
         return self._texts
 
-    def _group(self, key: GroupKey) -> List[_Record]:
+    def _group(self, key: GroupKey) -> _Group:
         with self._lock:
             if key not in self._groups:
                 text = self._loaded().get(key)
@@ -293,43 +359,17 @@ class PlanDatabase:
                     index = json.loads(text) if text is not None else {}
                 except ValueError:
                     index = {}
-                self._groups[key] = self._records(index)
-                self._named[key] = frozenset((tuple(c.variant), c.impl)
-                                             for r in self._groups[key] for c in r.near)
+                self._groups[key] = _Group(index, self._choice)
             return self._groups[key]
 
     def _choice(self, value: Any) -> Optional[Choice]:
         """A record's choice: inline, or an index into the file's ``choices``."""
-        if type(value) is int:
-            return self._choices[value] if 0 <= value < len(self._choices) else None
-        return _choice_of(value)
-
-    def _records(self, index: Any) -> List[_Record]:
-        """The well-formed records of a group's index (the file is the
-        package's own, but a damaged install must not fail a call)."""
-        try:
-            columns = zip(index["points"], index["choice"], index["near"], strict=True)
-            return [record for record in (self._record(*values) for values in columns)
-                    if record is not None]
-        except (KeyError, TypeError, ValueError):
-            return []
-
-    def _record(self, point: Any, choice: Any, near: Any) -> Optional[_Record]:
-        try:
-            point = tuple(float(v) for v in point)
-            chosen = self._choice(choice)
-            ratios = {}
-            for named, ratio in near:
-                candidate = self._choice(named)
-                if candidate is not None and isinstance(ratio, (int, float)) \
-                        and math.isfinite(ratio) and ratio >= 1.0:
-                    ratios[candidate] = float(ratio)
-        except (TypeError, ValueError):
-            return None
-        if chosen is None or len(point) != FEATURES or not all(map(math.isfinite, point)):
-            return None
-        ratios.setdefault(chosen, 1.0)
-        return _Record(point, chosen, ratios)
+        if type(value) is not int:
+            return _choice_of(value)
+        if value not in self._choices:
+            self._choices[value] = _choice_of(self._choice_values[value]) \
+                if 0 <= value < len(self._choice_values) else None
+        return self._choices[value]
 
     def families(self) -> List[str]:
         """The kernel families the database holds records for."""
@@ -345,14 +385,23 @@ class PlanDatabase:
         family = _family(isa, self.families())
         if family is None:
             return None
-        group = (family, layer.what, layer.dtype, layer.training, layer.ndim)
-        candidates = self._group(group)
-        if not candidates:
-            return None
-        named = self._named[group]
+        group_key = (family, layer.what, layer.dtype, layer.training, layer.ndim)
+        group = self._group(group_key)
         point = features(geom, threads)
-        ranked = sorted(candidates, key=lambda r: _distance(point, r.features))[:NEIGHBOURS]
-        distances = [_distance(point, r.features) for r in ranked]
+        ranked: List[_Record] = []
+        distances: List[float] = []
+        with self._lock:  # records are parsed as they are reached
+            for distance, position, record_point in sorted(
+                    (_distance(point, p), i, p) for i, p in group.points):
+                record = group.record(position, record_point)
+                if record is not None:
+                    ranked.append(record)
+                    distances.append(distance)
+                    if len(ranked) == NEIGHBOURS:
+                        break
+            named = group.named() if ranked else frozenset()
+        if not ranked:
+            return None
         where = f"the shipped plan database ({family})"
         if distances[0] == 0.0:
             nearest = ranked[0]

@@ -270,6 +270,27 @@ def test_a_well_formed_index_of_the_layer_predicts_it(tmp_path, with_database):
     assert _choice().confident
 
 
+def test_a_nearest_record_that_is_not_well_formed_is_passed_over(tmp_path):
+    """Records are parsed as a prediction reaches them: the layer's own
+    record, naming no candidate of the file, is passed over for the next
+    nearest, which is weighed as if the other were not there."""
+    first = next(iter(_ops.forward_candidates(GEOM, "float32", False, False)))
+    point = list(plan_db.features(GEOM, _ops.get_num_threads()))
+    farther = point[:]
+    farther[0] += 1.0  # twice the batch
+    path = tmp_path / "plan_db.json"
+    path.write_text(_grouped([_FORWARD], json.dumps(
+        {"points": [point, farther], "choice": [3, 0], "near": [[[3, 1.0]], [[0, 1.0]]]}),
+        choices=[_named(first)]))
+    prediction = plan_db.PlanDatabase(path).predict(
+        plan_db.LayerKey("forward", "float32", False, 2), GEOM, _ops.get_num_threads(),
+        _ops.cpu_isa())
+    assert prediction is not None and not prediction.confident
+    assert prediction.choice.impl == first.impl
+    assert "1 nearest layers (distance 1.00 to 1.00)" in prediction.source
+    assert prediction.named == {(tuple(prediction.choice.variant), first.impl)}
+
+
 def test_neighbours_that_agree_predict_confidently(tmp_path):
     """Three near layers (other batches) that chose alike: confident; one that
     chose otherwise among them: a hint."""
