@@ -20,6 +20,7 @@ cdef extern from "oneapi/dnnl/dnnl.h" nogil:
         dnnl_f16
         dnnl_bf16
         dnnl_f32
+        dnnl_s8
 
     ctypedef enum dnnl_format_kind_t:
         dnnl_format_kind_undef

@@ -4,9 +4,11 @@
 # ----------------------------------------------------------------------------
 # Memory descriptors and tensor layouts
 # ----------------------------------------------------------------------------
-_NP_TO_DNNL = {"float32": dnnl_f32, "float16": dnnl_f16, "bfloat16": dnnl_bf16}
+# int8: only the source of the plan-time check's reorders (its exact inputs).
+_NP_TO_DNNL = {"float32": dnnl_f32, "float16": dnnl_f16, "bfloat16": dnnl_bf16,
+               "int8": dnnl_s8}
 _DNNL_TO_NP = {<int>dnnl_f32: "float32", <int>dnnl_f16: "float16",
-               <int>dnnl_bf16: "bfloat16"}
+               <int>dnnl_bf16: "bfloat16", <int>dnnl_s8: "int8"}
 _PLAIN_TAGS = {1: dnnl_a, 3: dnnl_abc, 4: dnnl_abcd, 5: dnnl_abcde}
 _UNGROUPED_WEIGHT_TAGS = {3: dnnl_bac, 4: dnnl_bacd, 5: dnnl_bacde}   # iow, iohw, iodhw
 _GROUPED_WEIGHT_TAGS = {4: dnnl_acbd, 5: dnnl_acbde, 6: dnnl_acbdef}  # giow, giohw, giodhw
@@ -222,13 +224,25 @@ cdef cnp.ndarray guarded_buffer(Py_ssize_t size, bint poison):
 
 
 cdef cnp.ndarray guarded_from_plain(Layout wanted, values):
-    """``from_plain`` into a guarded buffer."""
+    """``from_plain`` into a guarded buffer.  The check's exact inputs come as
+    int8 (small integers): converted as they are copied or reordered, never
+    first widened into a float32 copy of their own (a big layer's weight:
+    2 MB read instead of 8 MB written and read again)."""
     cdef cnp.ndarray out = guarded_buffer(wanted.desc.size, False)
-    plain = np.ascontiguousarray(values, dtype=wanted.np_dtype)
     if wanted.is_plain:
-        out.view(wanted.np_dtype).reshape(plain.shape)[...] = plain
-    else:
-        run_reorder(wanted.plain, plain, wanted.desc, out, False, None)
+        out.view(wanted.np_dtype).reshape(np.shape(values))[...] = values
+        return out
+    if isinstance(values, np.ndarray) and values.dtype == np.int8 and \
+            wanted.np_dtype == np.float32:
+        integers = np.ascontiguousarray(values)
+        try:
+            source = plain_md(wanted.shape, "int8", wanted.role, wanted.groups)
+            run_reorder(source, integers, wanted.desc, out, False, None)
+            return out
+        except MXNetError:
+            pass  # no int8 reorder into this layout: widen first, as for any input
+    run_reorder(wanted.plain, np.ascontiguousarray(values, dtype=wanted.np_dtype),
+                wanted.desc, out, False, None)
     return out
 
 

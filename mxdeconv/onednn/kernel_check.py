@@ -108,23 +108,32 @@ def _integers(bits: np.random.BitGenerator, shape: Sequence[int],
 
 
 def _pooled(values: np.ndarray, dtype: Any) -> np.ndarray:
-    """``values`` converted to ``dtype`` in a block of mxdeconv's pool.  A
-    check's inputs are as big as the layer's: freed, the pool's blocks serve
-    the calls that follow, where NumPy's would hand the layer fresh memory
-    again (and advise its blocks of 4 MiB and more onto huge pages, whose
-    first touch cost a DCGAN weight's conversion 20-50 ms on a lazily backed
-    VM)."""
+    """The check's small integers (int8) as a plan takes them.  A float32 plan
+    takes the int8 values themselves: the binding converts them as it lays
+    them out (``guarded_from_plain``: a big layer's weight read as 2 MB, not
+    first widened into 8 MB of fresh float32).  Other dtypes: converted in a
+    block of mxdeconv's pool.  A check's inputs are as big as the layer's:
+    freed, the pool's blocks serve the calls that follow, where NumPy's would
+    hand the layer fresh memory again (and advise its blocks of 4 MiB and more
+    onto huge pages, whose first touch cost a DCGAN weight's conversion 20-50
+    ms on a lazily backed VM)."""
+    if str(dtype) == "float32" and values.dtype == np.int8:
+        return values
+    return _widened(values, dtype)
+
+
+def _widened(values: np.ndarray, dtype: Any) -> np.ndarray:
+    """``values`` converted to ``dtype`` in a block of mxdeconv's pool."""
     converted = aligned_empty(values.shape, dtype)
     np.copyto(converted, values, casting="unsafe")
     return converted
 
 
-def _in_both(values: np.ndarray, dtype: Any, ref_dtype: np.dtype
-             ) -> Tuple[np.ndarray, np.ndarray]:
-    """``values`` in the plan's dtype and in the reference's: one array when
-    they are the same (a big layer's weight is megabytes, freshly paged in)."""
-    converted = _pooled(values, dtype)
-    return converted, converted if converted.dtype == ref_dtype else values.astype(ref_dtype)
+def _scaled(factors: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``factors * values`` (int8: each image a small multiple of one), in a
+    block of mxdeconv's pool (see _pooled)."""
+    shape = np.broadcast_shapes(factors.shape, values.shape)
+    return np.multiply(factors, values, out=aligned_empty(shape, np.int8))
 
 
 def _one_image(geom: DeconvGeometry) -> DeconvGeometry:
@@ -264,13 +273,13 @@ class _ForwardCase:
         self.weight = _integers(bits, geom.weight_shape, nonzero=True)
         self.batch, self.ndim = geom.data_shape[0], len(geom.data_shape)
         factors = _per_image(_BATCH_FACTORS, self.batch, self.ndim)
-        weight, self._ref_weight = _in_both(self.weight, dtype, self.ref_dtype)
+        weight = _pooled(self.weight, dtype)
         self._reference: Optional[np.ndarray] = None
         self._want: Optional[np.ndarray] = None  # expected()'s, reused per image
         self.bias = None if geom.bias_shape is None else _integers(bits, geom.bias_shape,
                                                                    nonzero=True)
         self.prefill = _integers(bits, geom.out_shape) if accumulate else None
-        self.inputs = (_pooled(factors * self.image, dtype), weight,
+        self.inputs = (_pooled(_scaled(factors, self.image), dtype), weight,
                        None if self.bias is None else self.bias.astype(dtype),
                        None if self.prefill is None else _pooled(self.prefill, dtype))
         self.projection = Projection.fitting(_SEED + 6, param.num_group, param.num_filter,
@@ -284,7 +293,7 @@ class _ForwardCase:
             with one_blas_thread():
                 self._reference = deconv_numpy.forward(
                     _one_image(self.geom), self.image.astype(self.ref_dtype),
-                    self._ref_weight, None, _REFERENCE_COLUMNS)[0]
+                    _widened(self.weight, self.ref_dtype), None, _REFERENCE_COLUMNS)[0]
         return self._reference
 
     def channel_bias(self) -> Any:
@@ -595,7 +604,7 @@ def backward_data_check(geom: DeconvGeometry, dtype: Any) -> Check:
         ref_dtype = _reference_dtype(bound)
         weight = _pooled(case.weight, dtype)
         factors = _per_image(_BATCH_FACTORS, case.batch, len(geom.data_shape))
-        inputs = (_pooled(factors * case.grad, dtype), weight)
+        inputs = (_pooled(_scaled(factors, case.grad), dtype), weight)
         scale = np.asarray(_BATCH_FACTORS, dtype=ref_dtype)
         full: list = []  # [reference, image n's expected values]: made when needed
 
@@ -641,7 +650,7 @@ def backward_weights_check(geom: DeconvGeometry, dtype: Any) -> Check:
         # The bias gradient's reference is a sum over out_grad: cheap in full.
         bias_expected = None if geom.bias_shape is None else case.batch * case.grad.sum(
             axis=tuple(range(2, case.grad.ndim)), dtype=ref_dtype).reshape(-1)
-        inputs = (_pooled(factors * case.image, dtype),
+        inputs = (_pooled(_scaled(factors, case.image), dtype),
                   _pooled(np.broadcast_to(case.grad, geom.out_shape), dtype))
         full: list = []  # [the weight gradient's reference]: made when needed
 

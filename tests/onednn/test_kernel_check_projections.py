@@ -40,6 +40,12 @@ def _geometry(name, bias=True):
     return infer_geometry(parse_params(dict(params, no_bias=not bias)), shape)
 
 
+def _float32(*arrays):
+    """A plan's inputs as a float32 plan takes them: the check hands over its
+    small integers as int8, and the binding converts them."""
+    return [None if a is None else np.asarray(a, np.float32) for a in arrays]
+
+
 class RightForward:
     """The NumPy path's float32 forward: exact on the check's inputs."""
 
@@ -47,12 +53,14 @@ class RightForward:
         self.geom = geom
 
     def run_plain(self, src, weights, bias, dst_init=None):
+        src, weights, bias, dst_init = _float32(src, weights, bias, dst_init)
         out = deconv_numpy.forward(self.geom, src, weights, bias)
         return out if dst_init is None else out + dst_init
 
 
 class RightBackwardData(RightForward):
     def run_plain(self, diff_dst, weights):
+        diff_dst, weights = _float32(diff_dst, weights)
         return deconv_numpy.backward(self.geom, diff_dst,
                                      np.zeros(self.geom.data_shape, np.float32), weights,
                                      need_weight=False, need_bias=False)[0]
@@ -60,6 +68,7 @@ class RightBackwardData(RightForward):
 
 class RightBackwardWeights(RightForward):
     def run_plain(self, src, diff_dst):
+        src, diff_dst = _float32(src, diff_dst)
         return deconv_numpy.backward(self.geom, diff_dst, src,
                                      np.zeros(self.geom.weight_shape, np.float32),
                                      need_data=False)[1:]
@@ -336,3 +345,35 @@ def test_no_channel_of_a_depthwise_1x1_layer_is_invisible(what):
             bad[:, channel] *= 2
             return bad
         assert check(Planted(plan, doubled)) is not None, channel
+
+
+@pytest.mark.parametrize("groups", [1, 2])
+def test_every_plan_takes_the_checks_int8_inputs_as_their_values(groups):
+    """The check hands a float32 plan its small integers as int8, which the
+    binding converts as it lays them out (by oneDNN's reorder into a blocked
+    layout, by NumPy into a plain one): every candidate of every pass gives
+    exactly what it gives on the same values in float32."""
+    from mxdeconv import _ops
+    geom = infer_geometry(parse_params(dict(kernel=(4, 4), stride=(2, 2), pad=(1, 1),
+                                            num_filter=32 * groups, num_group=groups,
+                                            no_bias=False)), (3, 24 * groups, 6, 6))
+    rng = np.random.default_rng(7)
+    data, weight, out_grad = (rng.integers(-2, 2, shape).astype(np.int8) for shape in
+                              (geom.data_shape, geom.weight_shape, geom.out_shape))
+    bias = rng.integers(-2, 2, geom.bias_shape).astype(np.float32)
+    passes = [(_ops.forward_candidates(geom, "float32", False, False), (data, weight, bias)),
+              (_ops.backward_data_candidates(geom, "float32"), (out_grad, weight)),
+              (_ops.backward_weights_candidates(geom, "float32"), (data, out_grad))]
+    seen = 0
+    for candidates, inputs in passes:
+        for candidate in candidates:
+            if candidate.is_reference:
+                continue
+            plan = candidate.build()
+            widened = [a if a.dtype != np.int8 else a.astype(np.float32) for a in inputs]
+            got, want = plan.run_plain(*inputs), plan.run_plain(*widened)
+            for one, other in zip(*((got, want) if isinstance(got, tuple) else
+                                    ((got,), (want,)))):
+                assert np.array_equal(one, other), repr(candidate)
+            seen += 1
+    assert seen >= 3
