@@ -353,8 +353,11 @@ def test_no_channel_of_a_depthwise_1x1_layer_is_invisible(what):
      (3, 48, 6, 6)),
     (dict(kernel=(2, 2), stride=(2, 2), num_filter=32), (3, 24, 6, 6)),   # GEMM scatter
     (dict(kernel=(3, 3), stride=(2, 2), dilate=(2, 2), pad=(2, 2), adj=(1, 1),
-          num_filter=16), (2, 8, 6, 6))],                                 # sub-grid plans
-    ids=["overlapping", "grouped", "non-overlapping", "sub-grid"])
+          num_filter=16), (2, 8, 6, 6)),                                  # sub-grid plans
+    (dict(kernel=(8,), stride=(4,), pad=(2,), num_filter=32), (2, 16, 20)),
+    (dict(kernel=(4, 4, 4), stride=(2, 2, 2), pad=(1, 1, 1), num_filter=32, num_group=2),
+     (2, 32, 3, 4, 4))],
+    ids=["overlapping", "grouped", "non-overlapping", "sub-grid", "1-D", "3-D grouped"])
 def test_every_plan_takes_the_checks_int8_inputs_as_their_values(params, shape):
     """The check hands a float32 plan its small integers as int8, which the
     binding converts as it lays them out (by oneDNN's reorder into a blocked
