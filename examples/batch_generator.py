@@ -38,6 +38,14 @@ def generate(net: Any, latent: np.ndarray) -> np.ndarray:
     return net(nd.array(latent)).asnumpy()
 
 
+def warmed(net: Any, latent: np.ndarray) -> int:
+    """A worker's first calls of ``net`` (one partition), then every layer pass
+    still being tuned tuned to the end; how many it tuned (0 where the plan
+    cache held them tuned already)."""
+    generate(net, latent)
+    return mxdeconv.finish_tuning()
+
+
 def partitions(latent: np.ndarray, size: int) -> List[np.ndarray]:
     return [latent[i:i + size] for i in range(0, len(latent), size)]
 

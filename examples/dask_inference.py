@@ -7,9 +7,10 @@ The generator (a ``HybridSequential`` of ``Conv2DTranspose`` layers, DCGAN's
 partitions of the latent vectors.  Dask's nanny starts each worker with
 ``OMP_NUM_THREADS=1`` (its ``distributed.nanny.pre-spawn-environ``), so each
 worker's oneDNN runs one thread; ``MXDECONV_CACHE_DIR``, set before the
-cluster starts, is inherited by the workers, which share one plan cache (a
-layer is tuned once per machine, whichever worker gets there first; the
-file is merged under a lock).
+cluster starts, is inherited by the workers, which share one plan cache (the
+file is merged under a lock); ``warm_up`` tunes each layer on one worker
+first, so that the others find it tuned there: once per node, not once per
+worker.
 
 Run (``pip install "mxdeconv[dask]"``)::
 
@@ -21,13 +22,13 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
-from typing import Any, Sequence
+from typing import Any, List, Sequence
 
 import numpy as np
 
 import mxdeconv
 from batch_generator import (DCGAN, best_seconds, generate, latent_partitions,  # noqa: F401
-                             make_generator, on_this_process, partitions, report)
+                             make_generator, on_this_process, partitions, report, warmed)
 
 def on_dask(client: Any, net: Any, parts: Sequence[np.ndarray]) -> np.ndarray:
     """Every partition through the generator on the cluster, in order."""
@@ -36,14 +37,17 @@ def on_dask(client: Any, net: Any, parts: Sequence[np.ndarray]) -> np.ndarray:
     return np.concatenate(client.gather(futures))
 
 
-def warm_up(client: Any, net: Any, part: np.ndarray) -> None:
-    """One partition per worker, then every layer tuned to the end (a layer's
-    first calls choose and check its plans; later ones would tune)."""
+def warm_up(client: Any, net: Any, part: np.ndarray) -> List[int]:
+    """Each worker's first calls (a layer's first calls choose and check its
+    plans; later ones would tune), every layer tuned once for the node: on
+    one worker first, whose tuned plans land in the shared plan cache, then
+    on the others at once, which find them there.  Returns how many layer
+    passes each worker tuned, the first worker's first."""
     workers = list(client.scheduler_info()["workers"])
     shared = client.scatter(net, broadcast=True)
-    client.gather([client.submit(generate, shared, part, workers=[w], pure=False)
-                   for w in workers])
-    client.run(mxdeconv.finish_tuning)
+    tuned = [client.submit(warmed, shared, part, workers=workers[:1], pure=False).result()]
+    return tuned + client.gather([client.submit(warmed, shared, part, workers=[w], pure=False)
+                                  for w in workers[1:]])
 
 
 def main() -> None:

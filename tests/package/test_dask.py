@@ -60,3 +60,18 @@ def test_two_workers_give_the_single_process_result_bitwise():
         got = recipe.on_dask(client, net, parts)
     assert got.dtype == np.float32 and got.shape == expected.shape == (48, 3, 16, 16)
     assert np.array_equal(got, expected)        # bitwise, not close
+
+
+def test_a_layer_is_tuned_once_per_node(tmp_path, monkeypatch):
+    """warm_up tunes each layer on one worker, whose tuned plans land in the
+    node's plan cache; the other worker finds them there and tunes none."""
+    monkeypatch.setenv("MXDECONV_CACHE_DIR", str(tmp_path))   # the node's plan cache, empty
+    net = make_net()
+    part = np.random.default_rng(2).standard_normal((8, LATENT, 1, 1)).astype(np.float32)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        paths = set(client.run(mxdeconv.plan_cache_path).values())
+        tuned = recipe.warm_up(client, net, part)
+    assert len(paths) == 1 and paths.pop().startswith(str(tmp_path))
+    assert len(tuned) == 2 and tuned[0] > 0 and tuned[1] == 0, tuned
