@@ -6,10 +6,11 @@ The generator (examples/batch_generator.py, DCGAN's 100 -> 512 -> 256 -> 128
 CPU, maps it over one partition of the latent vectors.  Ray starts a task of
 ``num_cpus=1`` with ``OMP_NUM_THREADS=1`` (when the driver set none), so each
 worker's oneDNN runs one thread.  ``MXDECONV_CACHE_DIR`` goes to every worker
-in the job's ``runtime_env``: they share one plan cache (a layer is tuned once
-per machine, whichever worker gets there first; the file is merged under a
-lock).  The workers import this folder's modules (the tasks' code) through
-``PYTHONPATH``, given in the same ``runtime_env``.
+in the job's ``runtime_env``: they share one plan cache (the file is merged
+under a lock); ``warm_up`` tunes each layer in one task first, so that the
+workers find it tuned there: once per node, not once per worker.  The workers
+import this folder's modules (the tasks' code) through ``PYTHONPATH``, given
+in the same ``runtime_env``.
 
 Run (``pip install "mxdeconv[ray]"``)::
 
@@ -22,13 +23,13 @@ import argparse
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Sequence, Tuple
 
 import numpy as np
 
 import mxdeconv
 from batch_generator import (best_seconds, generate, latent_partitions, make_generator,  # noqa: F401
-                             on_this_process, partitions, report)
+                             on_this_process, partitions, report, warmed)
 
 
 def runtime_env(cache_dir: str) -> Dict[str, Any]:
@@ -48,15 +49,13 @@ def _tasks() -> Any:
         return generate(net, latent)
 
     @ray.remote(num_cpus=1)
-    def finish_tuning_task(net: Any, latent: np.ndarray) -> int:
-        generate(net, latent)
-        mxdeconv.finish_tuning()
-        return os.getpid()
+    def warm_task(net: Any, latent: np.ndarray) -> Tuple[int, int]:
+        return os.getpid(), warmed(net, latent)
 
     @ray.remote(num_cpus=1)
     def threads_task() -> tuple:
         return os.getpid(), mxdeconv.get_num_threads(), str(mxdeconv.plan_cache_path())
-    return generate_task, finish_tuning_task, threads_task
+    return generate_task, warm_task, threads_task
 
 
 def on_ray(net_ref: Any, parts: Sequence[np.ndarray]) -> np.ndarray:
@@ -67,12 +66,16 @@ def on_ray(net_ref: Any, parts: Sequence[np.ndarray]) -> np.ndarray:
     return np.concatenate(ray.get([generate_task.remote(net_ref, part) for part in parts]))
 
 
-def warm_up(net_ref: Any, part: np.ndarray, workers: int) -> List[int]:
-    """Each worker's first calls choose and check its plans, then every layer
-    is tuned to the end (later calls would tune); returns the workers' pids."""
+def warm_up(net_ref: Any, part: np.ndarray, workers: int) -> List[Tuple[int, int]]:
+    """Each worker's first calls (later calls would tune), every layer tuned
+    once for the node: one task first, whose checked and tuned plans land in
+    the shared plan cache, then one task per worker at once (each on a
+    worker of its own: every CPU busy), which find them there.  Returns
+    (pid, layer passes tuned) per task, the first task's first."""
     import ray
-    finish_tuning_task = _tasks()[1]
-    return ray.get([finish_tuning_task.remote(net_ref, part) for _ in range(workers)])
+    warm_task = _tasks()[1]
+    first = ray.get(warm_task.remote(net_ref, part))
+    return [first] + ray.get([warm_task.remote(net_ref, part) for _ in range(workers)])
 
 
 def workers_info(workers: int) -> List[tuple]:

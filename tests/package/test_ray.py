@@ -35,7 +35,7 @@ def test_two_workers_give_the_single_process_result_bitwise():
              log_to_driver=False)
     try:
         net_ref = ray.put(net)
-        pids = set(recipe.warm_up(net_ref, parts[0], 2))
+        pids = {pid for pid, _ in recipe.warm_up(net_ref, parts[0], 2)}
         infos = recipe.workers_info(4)
         got = recipe.on_ray(net_ref, parts)
     finally:
@@ -45,3 +45,19 @@ def test_two_workers_give_the_single_process_result_bitwise():
     assert {path for _, _, path in infos} == {str(mxdeconv.plan_cache_path())}
     assert got.dtype == np.float32 and got.shape == expected.shape == (48, 3, 16, 16)
     assert np.array_equal(got, expected)        # bitwise, not close
+
+
+def test_a_layer_is_tuned_once_per_node(tmp_path):
+    """warm_up tunes each layer in one task, whose tuned plans land in the
+    node's plan cache (empty before); the tasks on every worker after it
+    find them there and tune none."""
+    net = recipe.make_generator(latent=LATENT, layers=LAYERS, seed=3)
+    part = np.random.default_rng(2).standard_normal((8, LATENT, 1, 1)).astype(np.float32)
+    ray.init(num_cpus=2, include_dashboard=False, runtime_env=recipe.runtime_env(str(tmp_path)),
+             log_to_driver=False)
+    try:
+        warmed = recipe.warm_up(ray.put(net), part, 2)
+    finally:
+        ray.shutdown()
+    (_, first), *rest = warmed
+    assert first > 0 and len(rest) == 2 and all(tuned == 0 for _, tuned in rest), warmed
