@@ -69,9 +69,10 @@ def on_ray(net_ref: Any, parts: Sequence[np.ndarray]) -> np.ndarray:
 def warm_up(net_ref: Any, part: np.ndarray, workers: int) -> List[Tuple[int, int]]:
     """Each worker's first calls (later calls would tune), every layer tuned
     once for the node: one task first, whose checked and tuned plans land in
-    the shared plan cache, then one task per worker at once (each on a
-    worker of its own: every CPU busy), which find them there.  Returns
-    (pid, layer passes tuned) per task, the first task's first."""
+    the shared plan cache, then one task per worker at once, which find them
+    there (Ray runs them on whichever workers are free, the first one's
+    process too).  Returns (pid, layer passes tuned) per task, the first
+    task's first."""
     import ray
     warm_task = _tasks()[1]
     first = ray.get(warm_task.remote(net_ref, part))
