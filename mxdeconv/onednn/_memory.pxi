@@ -185,6 +185,63 @@ cdef class Layout:
         run_reorder(self.desc, buffer, self.plain, plain, False, label)
         return plain
 
+    def from_plain(self, values):
+        """A new buffer holding default-layout ``values`` in this layout."""
+        return from_plain(self, values)
+
+    def take(self, cnp.ndarray buffer, tuple index):
+        """``to_plain(buffer)[index]`` (``index``: one integer array per axis of
+        ``shape``, broadcast together), read where the elements lie: a sampled
+        check's few elements without a reorder of the whole tensor.  Data and
+        bias only: their oneDNN axes are their NDArray's (a weight's are not)."""
+        if self.role == ROLE_WEIGHTS:
+            raise MXNetError(f"Layout.take: a {self.role} layout's axes are not its "
+                             f"NDArray's, got {self.name} of shape {self.shape}")
+        if len(index) != len(self.shape):
+            raise MXNetError(f"Layout.take: index must have one array per axis of "
+                             f"{self.shape}, got {len(index)}")
+        flat = buffer.reshape(-1).view(self.np_dtype)
+        return flat[self.element_offsets(index)]
+
+    cdef object element_offsets(self, tuple index):
+        """Each element's offset in a buffer of this layout, as oneDNN's
+        ``memory_desc_wrapper::off_v`` computes it: the inner blocks' positions
+        (innermost fastest), then every axis' outer index times its stride."""
+        cdef const_dnnl_memory_desc_t md = self.desc.md
+        cdef int ndims = 0, nblks = 0, kind = 0, axis, b
+        cdef const dnnl_dim_t *strides = NULL
+        cdef const dnnl_dim_t *blks = NULL
+        cdef const dnnl_dim_t *idxs = NULL
+        cdef const dnnl_dim_t *padded_offsets = NULL
+        cdef dnnl_dim_t offset0 = 0, block_stride = 1
+        md_query(md, dnnl_query_ndims_s32, &ndims)
+        md_query(md, dnnl_query_format_kind, &kind)
+        if kind != dnnl_blocked or ndims != len(index):
+            raise MXNetError(f"Layout.take: {self.name} is not a blocked layout of "
+                             f"{len(index)} axes")
+        md_query(md, dnnl_query_strides, &strides)
+        md_query(md, dnnl_query_inner_nblks_s32, &nblks)
+        md_query(md, dnnl_query_inner_blks, &blks)
+        md_query(md, dnnl_query_inner_idxs, &idxs)
+        md_query(md, dnnl_query_padded_offsets, &padded_offsets)
+        md_query(md, dnnl_query_submemory_offset_s64, &offset0)
+        positions = [np.asarray(i, dtype=np.int64) for i in index]
+        for axis in range(ndims):
+            if positions[axis].size and (positions[axis].min() < 0 or
+                                         positions[axis].max() >= self.shape[axis]):
+                raise MXNetError(f"Layout.take: index out of range for axis {axis} of "
+                                 f"{self.shape}")
+            positions[axis] = positions[axis] + padded_offsets[axis]
+        offsets = np.int64(offset0)
+        for b in range(nblks - 1, -1, -1):
+            axis = idxs[b]
+            offsets = offsets + (positions[axis] % blks[b]) * block_stride
+            positions[axis] = positions[axis] // blks[b]
+            block_stride *= blks[b]
+        for axis in range(ndims):
+            offsets = offsets + positions[axis] * strides[axis]
+        return offsets
+
 
 cdef Layout make_layout(MemoryDesc desc, str role, tuple shape, int groups=1):
     cdef Layout layout = Layout.__new__(Layout)

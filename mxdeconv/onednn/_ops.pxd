@@ -38,6 +38,7 @@ cdef class Layout:
     cdef readonly bint is_plain
     cdef readonly object np_dtype
     cdef bint same_tensor(self, Layout other)
+    cdef object element_offsets(self, tuple index)
 
 
 cdef class PrimitiveDesc:

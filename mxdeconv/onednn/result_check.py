@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar, Union
 
 import numpy as np
 
@@ -264,6 +264,25 @@ def _norms(values: np.ndarray, subscripts: str) -> np.ndarray:
     return np.sqrt(squares) * (1.0 + 1e-12)
 
 
+#: A result whose sampled elements a check reads: a default-layout array, or a
+#: function that reads the elements at an index (one integer array per axis,
+#: broadcast together) where they lie, e.g. ``functools.partial(layout.take,
+#: buffer)`` for a blocked result (no reorder of the whole tensor: 2-6 ms on a
+#: first call's megabytes of fresh memory).
+Result = Union[np.ndarray, Callable[[Tuple[np.ndarray, ...]], np.ndarray]]
+
+
+def _pixels(result: Result, images: np.ndarray, channels: int, flat: np.ndarray,
+            spatial: Sequence[int]) -> np.ndarray:
+    """Every channel of ``result`` (N, C, *spatial) at each sampled image and
+    flat position: (S, C)."""
+    index = ((images[:, None], np.arange(channels)[None, :])
+             + tuple(c[:, None] for c in np.unravel_index(flat, tuple(spatial))))
+    if isinstance(result, np.ndarray):
+        return result.reshape((-1, channels) + tuple(spatial))[index]
+    return result(index)
+
+
 def _flat_index(coordinates: Sequence[np.ndarray], shape: Sequence[int]) -> np.ndarray:
     index = np.zeros_like(coordinates[0])
     for c, n in zip(coordinates, shape):
@@ -355,11 +374,12 @@ def _forward_taps(geom: DeconvGeometry, positions: np.ndarray
 
 @_checking
 def forward_result(geom: DeconvGeometry, data: np.ndarray, weight: np.ndarray,
-                   bias: Optional[np.ndarray], out: np.ndarray,
+                   bias: Optional[np.ndarray], out: Result,
                    seed: int = 0) -> Optional[str]:
     """None if sampled elements of ``out`` (every channel of a few positions of
     every image) equal ``Deconvolution(data, weight, bias)`` within both
-    computations' rounding bound, else why not.  Plain float32 arrays."""
+    computations' rounding bound, else why not.  Plain float32 arrays
+    (``out`` may be read in its own layout: :data:`Result`)."""
     param = geom.param
     groups, batch, in_channels, in_group, out_group, taps = _layer_sizes(geom)
     rng = np.random.default_rng(seed)
@@ -374,7 +394,8 @@ def forward_result(geom: DeconvGeometry, data: np.ndarray, weight: np.ndarray,
                                   weight.dtype)
     flat_out = _flat_index([positions[:, a] for a in range(positions.shape[1])],
                            geom.spatial_out)
-    got = out.reshape(batch, groups, out_group, -1)[images, :, :, flat_out]  # (S, G, O)
+    got = _pixels(out, images, param.num_filter, flat_out, geom.spatial_out).reshape(
+        len(images), groups, out_group)
     want = np.empty(got.shape, dtype=np.float64)
     allowed = np.empty(got.shape, dtype=np.float64)
     # Positions of one phase share their taps: one product per phase.
@@ -412,10 +433,11 @@ def forward_result(geom: DeconvGeometry, data: np.ndarray, weight: np.ndarray,
 # -- backward data -----------------------------------------------------------------
 @_checking
 def backward_data_result(geom: DeconvGeometry, out_grad: np.ndarray, weight: np.ndarray,
-                         data_grad: np.ndarray, seed: int = 0) -> Optional[str]:
+                         data_grad: Result, seed: int = 0) -> Optional[str]:
     """None if sampled elements of ``data_grad`` (every channel of a few
     positions of every image) equal the gradient of ``out_grad`` within both
-    computations' rounding bound, else why not.  Plain float32 arrays."""
+    computations' rounding bound, else why not.  Plain float32 arrays
+    (``data_grad`` may be read in its own layout: :data:`Result`)."""
     param = geom.param
     groups, batch, in_channels, in_group, out_group, taps = _layer_sizes(geom)
     rng = np.random.default_rng(seed)
@@ -446,7 +468,7 @@ def backward_data_result(geom: DeconvGeometry, out_grad: np.ndarray, weight: np.
     allowed = _bound(out_group * taps, norms).transpose(2, 0, 1).reshape(count, in_channels)
     flat_in = _flat_index([positions[:, a] for a in range(positions.shape[1])],
                           geom.spatial_in)
-    got = data_grad.reshape(batch, in_channels, -1)[images, :, flat_in]  # (S, C_in)
+    got = _pixels(data_grad, images, in_channels, flat_in, geom.spatial_in)  # (S, C_in)
     return _compare("backward data", got, want, allowed,
                     _where(images, in_channels, flat_in, geom.spatial_in))
 

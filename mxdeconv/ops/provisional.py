@@ -11,6 +11,7 @@ target gets a fresh result, added once it passed (the caller's ``late``).
 """
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any, Callable, Optional, Sequence, Tuple, overload
 
@@ -35,6 +36,13 @@ def _values(array: Optional[NDArray]) -> Optional[np.ndarray]:
     return buffer if layout is None else layout.to_plain(buffer)
 
 
+def _sampled(array: NDArray) -> result_check.Result:
+    """An array's values for a check that reads a few of them: a blocked
+    result is read in place (:meth:`Layout.take`), not reordered whole."""
+    buffer, layout = array._state
+    return buffer if layout is None else functools.partial(layout.take, buffer)
+
+
 def _run_timed(plan: Any, run: Callable[[], Any]) -> Any:
     begun = time.perf_counter()
     result = run()
@@ -51,7 +59,7 @@ def forward(impl: Any, call: Call, out: Optional[NDArray], req: str,
         return result
     reason = result_check.forward_result(
         call.geom, _values(call.data), _values(call.weight), _values(call.bias),
-        _values(result))
+        _sampled(result))
     if reason is None:
         return result
     planner.refuse(call.plan, call.geom, reason)
@@ -75,7 +83,7 @@ def backward(impl: Any, call: Call, out_grad: NDArray, grads: Sequence[Optional[
     reasons = []
     if planner.provisional(plans.data) and data_grad is not None:
         reason = result_check.backward_data_result(
-            call.geom, _values(out_grad), _values(call.weight), _values(data_grad))
+            call.geom, _values(out_grad), _values(call.weight), _sampled(data_grad))
         if reason is not None:
             reasons.append((plans.data, reason))
     if planner.provisional(plans.weights) and (weight_grad is not None

@@ -161,3 +161,70 @@ def test_backward_reorders_out_grad_once(rng):
     wanted = {layout for layout in (plan.data.diff_dst, plan.weights.diff_dst)
               if not layout.is_plain}
     assert reorders == len(wanted), (reorders, wanted)
+
+
+#: Data tensors whose layouts oneDNN may block: channels that fill no whole
+#: block (19, 20), 1-D to 3-D, realistic channel counts.
+_TAKE_LAYERS = [
+    ((2, 20, 5, 5), dict(kernel=(3, 3), dilate=(2, 2), num_filter=19)),
+    ((2, 64, 4, 8, 8), dict(kernel=(4, 4, 4), stride=(2, 2, 2), pad=(1, 1, 1), num_filter=32)),
+    ((4, 512, 4, 4), dict(kernel=(4, 4), stride=(2, 2), pad=(1, 1), num_filter=256)),
+    ((2, 128, 33), dict(kernel=(8,), stride=(4,), pad=(2,), num_filter=64)),
+]
+
+
+def _data_layouts():
+    """Every data layout oneDNN offers here for the layers' results (forward
+    dst, backward-data diff_src): which ones depends on the CPU."""
+    layouts = {}
+    for shape, params in _TAKE_LAYERS:
+        geom = attributes.infer_geometry(attributes.parse_params(dict(params, no_bias=False)),
+                                         shape)
+        for candidates, tensor in (
+                (mxdeconv._ops.forward_candidates(geom, "float32", False, False), "dst"),
+                (mxdeconv._ops.backward_data_candidates(geom, "float32"), "diff_src")):
+            for candidate in candidates:
+                if not candidate.is_reference:
+                    layout = getattr(candidate.build(), tensor)
+                    layouts.setdefault((layout.name, layout.shape), layout)
+    return list(layouts.values())
+
+
+def test_take_reads_the_elements_to_plain_would_give_in_every_offered_layout(rng):
+    layouts = _data_layouts()
+    assert any(layout.is_plain for layout in layouts)
+    for layout in layouts:
+        values = rng.standard_normal(layout.shape).astype(np.float32)
+        buffer = layout.from_plain(values)
+        # Random elements, every channel (padded blocks' last one included) and
+        # both corners of every axis.
+        count = 64
+        index = tuple(rng.integers(0, n, size=(count, 1)) for n in layout.shape)
+        index = (index[0], np.arange(layout.shape[1])[None, :]) + index[2:]
+        np.testing.assert_array_equal(layout.take(buffer, index), values[index],
+                                      err_msg=repr(layout))
+        for corner in ([0] * len(layout.shape), [n - 1 for n in layout.shape]):
+            at = tuple(np.array([i]) for i in corner)
+            assert layout.take(buffer, at)[0] == values[tuple(corner)], (layout, corner)
+
+
+def test_take_refuses_weights_and_indices_out_of_range():
+    shape, params = _TAKE_LAYERS[2]
+    geom = attributes.infer_geometry(attributes.parse_params(dict(params, no_bias=False)),
+                                     shape)
+    plan = next(c for c in mxdeconv._ops.forward_candidates(geom, "float32", False, False)
+                if not c.is_reference).build()
+    weights = plan.weights
+    with pytest.raises(mxdeconv.MXNetError, match="weights layout"):
+        weights.take(weights.from_plain(np.zeros(weights.shape, np.float32)),
+                     tuple(np.zeros(1, np.int64) for _ in weights.shape))
+    dst = plan.dst
+    buffer = dst.from_plain(np.zeros(dst.shape, np.float32))
+    for axis in range(len(dst.shape)):
+        for bad in (-1, dst.shape[axis]):
+            index = [np.zeros(1, np.int64) for _ in dst.shape]
+            index[axis] = np.array([bad])
+            with pytest.raises(mxdeconv.MXNetError, match=f"out of range for axis {axis}"):
+                dst.take(buffer, tuple(index))
+    with pytest.raises(mxdeconv.MXNetError, match="one array per axis"):
+        dst.take(buffer, (np.zeros(1, np.int64),))

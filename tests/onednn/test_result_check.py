@@ -864,3 +864,30 @@ def test_a_bias_gradient_within_its_rounding_bound_passes(name):
     # float32 rounding of the shifted value stays well inside the other half
     assert np.all(np.abs(bias_grad - exact) <= 0.75 * allowed)
     assert _weights_of(c, None, bias_grad) is None
+
+
+@pytest.mark.parametrize("name", ["dcgan_b8", "3d", "1d_adj", "groups4"])
+def test_results_read_in_their_own_layout(name):
+    """A blocked result is read in place (Layout.take, as a provisional call
+    hands it over): right results pass, a wrong channel is found where it is,
+    in every layout oneDNN offers here for the result."""
+    from mxdeconv import _ops
+    c = case(name)
+    g = c.geom
+    kinds = ((_ops.forward_candidates(g, "float32", False, False), "dst", c.out,
+              _forward_of, "forward"),
+             (_ops.backward_data_candidates(g, "float32"), "diff_src", c.data_grad,
+              _data_grad_of, "backward data"))
+    for candidates, tensor, right, check, what in kinds:
+        layouts = {}
+        for candidate in candidates:
+            if not candidate.is_reference:
+                layout = getattr(candidate.build(), tensor)
+                layouts.setdefault(layout.name, layout)
+        assert layouts
+        for layout in layouts.values():
+            assert check(c, functools.partial(layout.take, layout.from_plain(right))) is None
+            wrong = _copy(right)
+            wrong[:, 3] *= np.float32(1.5)
+            reader = functools.partial(layout.take, layout.from_plain(wrong))
+            assert parse(check(c, reader), what)[2][1] == 3, layout

@@ -54,11 +54,11 @@ def provisional(monkeypatch):
     plans.set_provisional(was_on)
 
 
-def _forward_choice(shape):
+def _forward_choice(shape, training=False):
     """The forward choice in memory (not through _plan: that would confirm it)."""
     geom = infer_geometry(parse_params(PARAMS), shape)
-    key = ("forward", geom, "float32", False, False, None, mxdeconv._ops.get_num_threads(),
-           True)
+    key = ("forward", geom, "float32", training, False, None,
+           mxdeconv._ops.get_num_threads(), True)
     return plans.current_planner().choices.get(key)
 
 
@@ -78,6 +78,19 @@ def test_the_first_call_runs_unchecked_plans_and_the_next_one_checks(provisional
     choice = _forward_choice(data.shape)
     assert not choice.provisional and "agreed" in choice.describe()
     assert choice.tuner is not None  # tuned on the later calls, as any first choice
+
+
+def test_a_first_result_is_checked_where_it_lies(provisional):
+    """The sampled check reads a blocked first result in place: nothing is
+    reordered into the default layout before the caller reads it (recorded:
+    a training weight stays default, so the check reads it as it is)."""
+    data, weight, bias = layer_arrays(0)
+    mxdeconv.reset_reorder_counts()
+    with autograd.record():
+        out = nd.Deconvolution(data, weight, bias, **PARAMS)
+    assert _forward_choice(data.shape, training=True).provisional
+    assert mxdeconv.reorder_counts().get("to_default", 0) == 0
+    np.testing.assert_allclose(out.asnumpy(), expected_k3s2p1(data, weight, bias), **TOL)
 
 
 def test_finish_tuning_checks_provisional_passes(provisional):
