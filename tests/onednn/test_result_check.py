@@ -835,16 +835,32 @@ def test_channel_sums_in_chunks_equal_the_whole_sums(monkeypatch, chunk_bytes):
 
 
 @pytest.mark.parametrize("block_bytes", [4, 256, 1 << 20])
-def test_phase_kernel_gathers_the_phase_taps_in_order(monkeypatch, block_bytes):
-    """A phase's kernel, gathered in blocks of input channels into a reused
-    buffer, is the weight's taps moved before the input channels."""
-    monkeypatch.setattr(result_check, "_TRANSPOSE_BLOCK_BYTES", block_bytes)
-    weight = np.random.default_rng(4).standard_normal((2, 6, 3, 9)).astype(np.float32)
-    buffer = np.full(2 * 4 * 6 * 3, np.nan, dtype=np.float32)
-    for taps in (np.array([0, 2, 6, 8]), np.array([4]), np.array([1, 7])):
-        got = result_check._phase_kernel(weight, taps, buffer)
-        want = weight.transpose(0, 3, 1, 2)[:, taps].reshape(2, len(taps) * 6, 3)
-        np.testing.assert_array_equal(got, want)
+def test_phase_products_over_blocks_of_the_weight(monkeypatch, block_bytes):
+    """Each phase's products and the weight's squares per tap, the weight read
+    a block of input channels at a time, equal one product of the phase's
+    taps gathered whole (within float32 rounding: the blocks' partial sums
+    add in another order)."""
+    monkeypatch.setattr(result_check, "_WEIGHT_BLOCK_BYTES", block_bytes)
+    rng = np.random.default_rng(4)
+    groups, rows, columns, taps = 2, 6, 3, 9
+    weight = rng.standard_normal((groups, rows, columns, taps)).astype(np.float32)
+    phase_list = [
+        result_check._Phase(np.arange(count), tap_list,
+                            rng.standard_normal((groups, count, len(tap_list), rows)
+                                                ).astype(np.float32),
+                            np.zeros((groups, count, columns), np.float32))
+        for count, tap_list in ((5, np.array([0, 2, 6, 8])), (1, np.array([4])),
+                                (3, np.array([1, 7])))]
+    squares, in_float32 = result_check._phase_products(weight, phase_list)
+    assert in_float32
+    np.testing.assert_allclose(squares, np.einsum("gito,gito->gto", *(2 * [
+        weight.astype(np.float64).transpose(0, 1, 3, 2)])), rtol=1e-6)
+    for phase in phase_list:
+        kernel = weight.transpose(0, 3, 1, 2)[:, phase.taps].reshape(
+            groups, len(phase.taps) * rows, columns).astype(np.float64)
+        want = np.matmul(phase.cols.reshape(groups, len(phase.rows), -1).astype(np.float64),
+                         kernel)
+        np.testing.assert_allclose(phase.product, want, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("name", ["dcgan_b8", "upsample_b4", "3d"])
