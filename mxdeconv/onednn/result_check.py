@@ -550,17 +550,19 @@ def _channel_sums(values: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
 
 def _box_sums(values: np.ndarray, taps: Sequence[Tap]) -> np.ndarray:
     """The sums of ``values`` (C, *grid) over each tap's box of the grid, (C,
-    taps): one axis at a time from the last, each partial sum made once for
-    all the taps whose boxes agree on the axes summed so far (a phase's taps
-    are the combinations of a few boxes per axis)."""
+    taps): one axis at a time from the first (whole rows of the axes after it
+    added at once: the 3-D layer's 8 phases 0.9 ms against 1.6 from the
+    last), each partial sum made once for all the taps whose boxes agree on
+    the axes summed so far (a phase's taps are the combinations of a few
+    boxes per axis)."""
     done: Dict[Tuple[Tuple[int, int], ...], np.ndarray] = {(): values}
     sums = np.empty((values.shape[0], len(taps)))
     for j, tap in enumerate(taps):
         key: Tuple[Tuple[int, int], ...] = ()
-        for box in reversed(tap.grid):
-            inner = ((box.start, box.stop),) + key
+        for box in tap.grid:
+            inner = key + ((box.start, box.stop),)
             if inner not in done:
-                done[inner] = done[key][..., box.start:box.stop].sum(axis=-1)
+                done[inner] = done[key][:, box.start:box.stop].sum(axis=1)
             key = inner
         sums[:, j] = done[key]
     return sums
