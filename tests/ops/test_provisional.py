@@ -93,6 +93,20 @@ def test_a_first_result_is_checked_where_it_lies(provisional):
     np.testing.assert_allclose(out.asnumpy(), expected_k3s2p1(data, weight, bias), **TOL)
 
 
+def test_an_inference_weight_is_checked_from_the_bytes_it_had(provisional):
+    """An inference call reorders the weight into the plan's layout and keeps
+    it there; the check reads the plain bytes the weight had before the call,
+    not a reorder back."""
+    data, weight, bias = layer_arrays(3)
+    weight = nd.array(weight)
+    mxdeconv.reset_reorder_counts()
+    out = nd.Deconvolution(data, weight, bias, **PARAMS)
+    assert _forward_choice(data.shape).provisional
+    assert mxdeconv.reorder_counts().get("to_default", 0) == 0
+    np.testing.assert_allclose(out.asnumpy(), expected_k3s2p1(data, weight.asnumpy(), bias),
+                               **TOL)
+
+
 def test_finish_tuning_checks_provisional_passes(provisional):
     checks = provisional
     data, weight, bias = layer_arrays(1)
