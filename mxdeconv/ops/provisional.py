@@ -59,13 +59,14 @@ def forward(impl: Any, call: Call, out: Optional[NDArray], req: str,
     # The inputs as they were held before the call: an inference weight is
     # reordered into the plan's layout by it, and the plain bytes it had then
     # spare the check a reorder back (DCGAN 512 -> 256's: 8 MB of fresh memory).
-    held = [None if array is None else array._state
-            for array in (call.data, call.weight, call.bias)]
+    data, weight = call.data._state, call.weight._state
+    bias = None if call.bias is None else call.bias._state
     result = _run_timed(call.plan, lambda: impl.forward(call, out, req))
     if not planner.provisional(call.plan):
         return result
-    data, weight, bias = (None if state is None else _plain(*state) for state in held)
-    reason = result_check.forward_result(call.geom, data, weight, bias, _sampled(result))
+    reason = result_check.forward_result(
+        call.geom, _plain(*data), _plain(*weight), None if bias is None else _plain(*bias),
+        _sampled(result))
     if reason is None:
         return result
     planner.refuse(call.plan, call.geom, reason)
