@@ -18,6 +18,14 @@ a virtual machine's speed can drift 2x in phases of seconds to minutes.
     python benchmarks/first_calls.py --json benchmarks/results/first_calls.json
     python benchmarks/first_calls.py --without-database    # beside MXDECONV_PLAN_DB=0
     python benchmarks/first_calls.py --steady    # each contender at the machine's full speed
+    python benchmarks/first_calls.py --settle 0.5    # the first call 0.5 s after the import
+
+``--settle S`` waits S seconds between a contender's import (and its inputs)
+and its first call, every contender alike: the first call then meets the
+layer, not the interpreter's start.  NumPy's OpenBLAS keeps a thread spinning
+for about 0.1 s after NumPy's import (and after each BLAS call on more than
+one thread): a first call that follows the import sooner shares a core with
+it (mxdeconv's import is short enough to; MXNet's and PyTorch's are not).
 
 MXNet 1.9.1 runs in its venv (scripts/setup_mxnet_venv.sh; ``MXNET_VENV`` or
 ``--mxnet-python``), PyTorch where ``import torch`` works; a missing peer is
@@ -54,9 +62,16 @@ LAYERS = {
                                            num_filter=21)),
 }
 MODES = ("inference", "training")
+#: The worker's wait before its first call, in seconds (``--settle``).
+SETTLE_VARIABLE = "FIRST_CALLS_SETTLE"
 
 
 # -- the worker ---------------------------------------------------------------------------
+def _settle() -> None:
+    """Wait ``--settle`` seconds (after the import and the inputs)."""
+    time.sleep(float(os.environ.get(SETTLE_VARIABLE, "0")))
+
+
 def _worker(name: str, layer: str, mode: str, calls: int) -> List[float]:
     import numpy as np
     shape, params = LAYERS[layer]
@@ -73,6 +88,7 @@ def _worker(name: str, layer: str, mode: str, calls: int) -> List[float]:
                 3: torch.nn.functional.conv_transpose3d}[len(shape) - 2]
         pad = params.get("pad", (0,) * (len(shape) - 2))
         tx, tw, tb = (torch.from_numpy(a).requires_grad_(training) for a in (x, w, b))
+        _settle()
         for _ in range(calls):
             start = time.perf_counter()
             if training:
@@ -97,6 +113,7 @@ def _worker(name: str, layer: str, mode: str, calls: int) -> List[float]:
     if training:
         for array in (ax, aw, ab):
             array.attach_grad()
+    _settle()
     for _ in range(calls):
         start = time.perf_counter()
         if training:
@@ -181,11 +198,12 @@ class SpeedGate:
 
 def measure(layers: List[str], modes: List[str], repeats: int, calls: int, threads: int,
             mxnet_python: Path, peers: bool, deterministic: bool = False,
-            without_database: bool = False, steady: bool = False
+            without_database: bool = False, steady: bool = False, settle: float = 0.0
             ) -> Dict[str, Dict[str, Any]]:
     """{layer-mode: {contender: {K: median cumulative seconds}, SPEED: probes}}."""
     gate = SpeedGate(lambda: _speed(threads))
     base = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    base[SETTLE_VARIABLE] = str(settle)
     base.pop("MXDECONV_CACHE_DIR", None)
     others = _peers(mxnet_python, peers)
     marks = [k for k in MARKS if k <= calls]
@@ -290,6 +308,8 @@ def main() -> None:
     parser.add_argument("--steady", action="store_true",
                         help="run each contender only at the machine's full speed (a VM whose "
                              "speed drifts in phases; see SpeedGate)")
+    parser.add_argument("--settle", type=float, default=0.0,
+                        help="seconds between each contender's import and its first call")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     if args.worker:
@@ -302,7 +322,7 @@ def main() -> None:
     from cold import default_mxnet_python
     results = measure(args.layers, args.modes, args.repeats, args.calls, args.threads,
                       args.mxnet_python or default_mxnet_python(), not args.no_peers,
-                      args.deterministic, args.without_database, args.steady)
+                      args.deterministic, args.without_database, args.steady, args.settle)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(dict(threads=args.threads, marks=marks,
