@@ -283,10 +283,10 @@ def _pixels(result: Result, images: np.ndarray, channels: int, flat: np.ndarray,
             spatial: Sequence[int]) -> np.ndarray:
     """Every channel of ``result`` (N, C, *spatial) at each sampled image and
     flat position: (S, C)."""
+    if isinstance(result, np.ndarray):
+        return result.reshape(-1, channels, math.prod(spatial))[images, :, flat]
     index = ((images[:, None], np.arange(channels)[None, :])
              + tuple(c[:, None] for c in np.unravel_index(flat, tuple(spatial))))
-    if isinstance(result, np.ndarray):
-        return result.reshape((-1, channels) + tuple(spatial))[index]
     return result(index)
 
 
