@@ -274,8 +274,8 @@ def _rooted(squares: np.ndarray, in_float32: bool, terms: int) -> np.ndarray:
 #: A result whose sampled elements a check reads: a default-layout array, or a
 #: function that reads the elements at an index (one integer array per axis,
 #: broadcast together) where they lie, e.g. ``functools.partial(layout.take,
-#: buffer)`` for a blocked result (no reorder of the whole tensor: 2-6 ms on a
-#: first call's megabytes of fresh memory).
+#: buffer)`` for a blocked result (no reorder of the whole tensor into fresh
+#: memory: 4 MB on the 3-D layer of benchmarks/first_calls.py, 16 MB on its 1-D one).
 Result = Union[np.ndarray, Callable[[Tuple[np.ndarray, ...]], np.ndarray]]
 
 
@@ -592,10 +592,14 @@ def backward_weights_result(geom: DeconvGeometry, data: np.ndarray, out_grad: np
             return reason
     if weight_grad is None:
         return None
-    # The data as it lies, (N, G, in_group, pixels): no copy of megabytes
-    # (fresh memory on a first call).
-    x_norms = _norms(data.reshape(batch, in_channels, pixels), "nik,nik->i")
-    x_images = data.reshape(batch, groups, in_group, pixels)
+    # Input channels first, (C_in, N * pixels): the columns' products are then
+    # one GEMM each however few pixels an image has.  In a pooled block: a big
+    # layer's data is megabytes, and NumPy's fresh blocks of 4 MiB and more
+    # are advised onto huge pages (slow to touch first on a lazily backed VM).
+    x = aligned_empty((in_channels, batch, pixels), data.dtype)
+    np.copyto(x, data.reshape(batch, in_channels, pixels).transpose(1, 0, 2))
+    x_norms = _norms(x.reshape(in_channels, terms), "ik,ik->i")
+    x_groups = x.reshape(groups, in_group, terms)
     grad = weight_grad.reshape(in_channels, out_group, taps)
     lines = max(2, min(MAX_LINES, int(SAMPLE_SHARE * pass_macs(geom)
                                       // max(1, 2 * terms * out_group * taps))))
@@ -667,9 +671,7 @@ def backward_weights_result(geom: DeconvGeometry, data: np.ndarray, out_grad: np
         for j, (tap, columns_grid) in enumerate(some):
             windows[(slice(None), slice(None), j, slice(None)) + tap.pixels] = \
                 columns_grid[(slice(None), slice(None), slice(None)) + tap.grid]
-        # Each image's product, (N, G, in_group, C * taps), summed over the batch.
-        product = np.matmul(x_images, windows.reshape(groups, -1, batch, pixels)
-                            .transpose(2, 0, 3, 1)).sum(axis=0)
+        product = np.matmul(x_groups, windows.reshape(groups, -1, terms).transpose(0, 2, 1))
         want_cols[:, :, [tap.flat for tap, _ in some]] = product.reshape(
             in_channels, len(columns), len(some))
     # Norms as _norms makes them: float32 squares summed over the batch are at
