@@ -200,6 +200,16 @@ cdef class Layout:
         if len(index) != len(self.shape):
             raise MXNetError(f"Layout.take: index must have one array per axis of "
                              f"{self.shape}, got {len(index)}")
+        if not buffer.flags.c_contiguous or buffer.nbytes != self.desc.size:
+            raise MXNetError(f"Layout.take: buffer must be the {self.desc.size} contiguous "
+                             f"bytes of a {self.name} tensor {self.shape}, got "
+                             f"{buffer.nbytes} bytes (contiguous: "
+                             f"{bool(buffer.flags.c_contiguous)})")
+        for axis, positions in enumerate(index):
+            kind = np.asarray(positions).dtype
+            if kind.kind not in "iu":
+                raise TypeError(f"Layout.take: index for axis {axis} must hold integers, "
+                                f"got {kind}")
         flat = buffer.reshape(-1).view(self.np_dtype)
         return flat[self.element_offsets(index)]
 

@@ -228,3 +228,8 @@ def test_take_refuses_weights_and_indices_out_of_range():
                 dst.take(buffer, tuple(index))
     with pytest.raises(mxdeconv.MXNetError, match="one array per axis"):
         dst.take(buffer, (np.zeros(1, np.int64),))
+    zeros = tuple(np.zeros(1, np.int64) for _ in dst.shape)
+    with pytest.raises(mxdeconv.MXNetError, match=f"buffer must be the {dst.desc.size}"):
+        dst.take(buffer.reshape(-1)[:-4], zeros)   # a buffer too short
+    with pytest.raises(TypeError, match="axis 0 must hold integers"):
+        dst.take(buffer, (np.zeros(1),) + zeros[1:])
