@@ -676,7 +676,7 @@ def backward_weights_result(geom: DeconvGeometry, data: np.ndarray, out_grad: np
             in_channels, len(columns), len(some))
     # Norms as _norms makes them: float32 squares summed over the batch are at
     # most gamma(N) low, plus what underflow can lose.
-    g_norms = np.sqrt(g_squares) * (1.0 + _gamma(1 << 20)) + math.sqrt(terms * _TINY)
+    g_norms = _rooted(g_squares, True, terms)
     allowed_rows = _bound(terms, x_norms[rows][:, None, None] * g_norms[row_cols])
     allowed_cols = _bound(terms, x_norms[:, None, None] * np.repeat(
         g_norms[col_channels], in_group, axis=0))
