@@ -205,11 +205,6 @@ cdef class Layout:
                              f"bytes of a {self.name} tensor {self.shape}, got "
                              f"{buffer.nbytes} bytes (contiguous: "
                              f"{bool(buffer.flags.c_contiguous)})")
-        for axis, positions in enumerate(index):
-            kind = np.asarray(positions).dtype
-            if kind.kind not in "iu":
-                raise TypeError(f"Layout.take: index for axis {axis} must hold integers, "
-                                f"got {kind}")
         flat = buffer.reshape(-1).view(self.np_dtype)
         return flat[self.element_offsets(index)]
 
@@ -235,8 +230,12 @@ cdef class Layout:
         md_query(md, dnnl_query_inner_idxs, &idxs)
         md_query(md, dnnl_query_padded_offsets, &padded_offsets)
         md_query(md, dnnl_query_submemory_offset_s64, &offset0)
-        positions = [np.asarray(i, dtype=np.int64) for i in index]
+        positions = [np.asarray(i) for i in index]
         for axis in range(ndims):
+            if positions[axis].dtype.kind not in "iu":
+                raise TypeError(f"Layout.take: index for axis {axis} must hold integers, "
+                                f"got {positions[axis].dtype}")
+            positions[axis] = positions[axis].astype(np.int64)
             if positions[axis].size and (positions[axis].min() < 0 or
                                          positions[axis].max() >= self.shape[axis]):
                 raise MXNetError(f"Layout.take: index out of range for axis {axis} of "
